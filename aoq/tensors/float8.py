@@ -1,0 +1,120 @@
+"""float8 weights: weight-only and fp8 x fp8 (per-row or per-tensor scaling).
+
+Fields:
+    qdata  float8_e4m3fn (e4m3fnuz on gfx942)  [N, K]
+    scale  float32  [N, 1] (per output channel) or [1] (per tensor)
+Attrs: act (ActQuant.NONE | FP8_ROW | FP8_TENSOR), config_id, config_json.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from aoq.dispatch import Scheme, kernel
+from aoq.formats import float8
+from aoq.formats import linear as ref
+from aoq.formats.float8 import Granularity
+from aoq.tensors.activation import split_bias
+from aoq.tensors.base import ActQuant, QuantizedWeight, check_act
+
+
+class Float8Tensor(QuantizedWeight):
+    tensor_fields = ("qdata", "scale")
+    attr_fields = ("act", "config_id", "config_json")
+
+    qdata: torch.Tensor
+    scale: torch.Tensor
+
+    @classmethod
+    def from_float(
+        cls,
+        w: torch.Tensor,
+        granularity: Granularity,
+        act: ActQuant,
+        fp8_dtype: torch.dtype,
+        config_id: str,
+        config_json: str,
+    ) -> Float8Tensor:
+        q, s = float8.quantize_fp8(w, granularity, fp8_dtype)
+        return cls(
+            w.shape,
+            w.dtype,
+            qdata=q,
+            scale=s,
+            act=act,
+            config_id=config_id,
+            config_json=config_json,
+        )
+
+    def validate(self) -> None:
+        n, k = self.shape
+        self._expect("qdata", float8.FP8_DTYPES, (n, k))
+        shape = (n, 1) if self.scale.dim() == 2 else (1,)
+        self._expect("scale", (torch.float32,), shape)
+        check_act(self, (ActQuant.NONE, ActQuant.FP8_ROW, ActQuant.FP8_TENSOR))
+
+    @property
+    def scheme(self) -> Scheme:
+        return Scheme.FP8_WEIGHT_ONLY if self.act is ActQuant.NONE else Scheme.FP8_FP8
+
+    @property
+    def act_granularity(self) -> Granularity:
+        return Granularity.TENSOR if self.act is ActQuant.FP8_TENSOR else Granularity.ROW
+
+    def dequantize(self, dtype: torch.dtype | None = None) -> torch.Tensor:  # type: ignore[override]
+        return float8.dequantize_fp8(self.qdata, self.scale).to(dtype or self.dtype)
+
+
+# --- weight-only ---------------------------------------------------------------------------
+
+
+@kernel("reference.fp8_weight_only")
+def _fp8wo_reference(x: torch.Tensor, w: Float8Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    fb, _ = split_bias(bias, static=False)
+    return ref.weight_only_linear(x, w.dequantize(torch.float32), fb)
+
+
+@kernel("cpu.fp8_weight_only_mm")
+def _fp8wo_cpu(x: torch.Tensor, w: Float8Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """fp8 codes widen exactly to float32; the scale is applied to the N outputs, not the
+    N x K weight."""
+    fb, _ = split_bias(bias, static=False)
+    ct = ref.compute_dtype(x)
+    y = (x.to(ct) @ w.qdata.to(ct).t()) * w.scale.to(ct).reshape(1, -1)
+    if fb is not None:
+        y = y + fb.to(ct)
+    return y.to(x.dtype)
+
+
+# --- fp8 x fp8 -----------------------------------------------------------------------------
+
+
+def _quantize_act(x: torch.Tensor, w: Float8Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return float8.quantize_fp8(x, w.act_granularity, w.qdata.dtype)
+
+
+@kernel("reference.fp8_fp8")
+def _fp8_reference(x: torch.Tensor, w: Float8Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    fb, _ = split_bias(bias, static=False)
+    xq, xs = _quantize_act(x, w)
+    return ref.fp8_act_linear(xq, xs, w.qdata, w.scale, x.dtype, bias=fb)
+
+
+def _scaled_mm_check(x: torch.Tensor, w: Float8Tensor, bias: torch.Tensor | None) -> str | None:
+    if w.qdata.dtype != torch.float8_e4m3fn:
+        return f"{w.qdata.dtype} weights (the CPU op takes float8_e4m3fn)"
+    return None
+
+
+@kernel("aten._scaled_mm", _scaled_mm_check)
+def _fp8_cpu(x: torch.Tensor, w: Float8Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    fb, _ = split_bias(bias, static=False)
+    xq, xs = _quantize_act(x, w)
+    if w.act is ActQuant.FP8_ROW:
+        scale_a, scale_b = xs.reshape(-1, 1), w.scale.reshape(1, -1)
+    else:
+        scale_a, scale_b = xs.reshape(()), w.scale.reshape(())
+    y = torch._scaled_mm(xq, w.qdata.t(), scale_a=scale_a, scale_b=scale_b, out_dtype=torch.float32)
+    if fb is not None:
+        y = y + fb.to(torch.float32)
+    return y.to(x.dtype)

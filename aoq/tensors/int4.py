@@ -1,0 +1,194 @@
+"""int4 weights, two codes per byte: asymmetric weight-only (W4A16) and symmetric W4A8.
+
+Fields:
+    qdata       uint8   [N, K // 2]  codes packed along K, first element in the low nibble
+                                     (aoq.formats.packing); asymmetric: q in [0, 15];
+                                     symmetric: the nibble holds q + 8 for q in [-8, 7]
+    scale       float32 [N, G]       G = K // group_size
+    zero_point  uint8   [N, G]       asymmetric only, in [0, 15]
+    act_scale   float32 []           W4A8 with ActQuant.INT8_STATIC only
+Attrs: act (NONE for W4A16; INT8_DYNAMIC, INT8_DYNAMIC_ASYM or INT8_STATIC for W4A8),
+config_id, config_json.
+
+The checkpoint holds this canonical layout; the CPU tinygemm layout is built at first use.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from aoq.dispatch import Scheme, kernel
+from aoq.formats import affine
+from aoq.formats import linear as ref
+from aoq.formats.packing import pack_uint4, unpack_uint4
+from aoq.tensors.activation import quantize_int8_activation, split_bias
+from aoq.tensors.base import ActQuant, QuantizedWeight, check_act
+
+CPU_FLOAT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
+SYM_OFFSET = 8
+
+
+class Int4Tensor(QuantizedWeight):
+    tensor_fields = ("qdata", "scale")
+    optional_fields = ("zero_point", "act_scale")
+    attr_fields = ("act", "config_id", "config_json")
+
+    qdata: torch.Tensor
+    scale: torch.Tensor
+    zero_point: torch.Tensor | None
+    act_scale: torch.Tensor | None
+
+    @classmethod
+    def from_float(
+        cls,
+        w: torch.Tensor,
+        group_size: int,
+        act: ActQuant,
+        config_id: str,
+        config_json: str,
+        act_scale: torch.Tensor | None = None,
+    ) -> Int4Tensor:
+        zero: torch.Tensor | None
+        if act is ActQuant.NONE:
+            q, s, zero = affine.quantize_uint4_asymmetric(w, group_size)
+        else:
+            qs, s = affine.quantize_int4_symmetric(w, group_size)
+            q, zero = qs + SYM_OFFSET, None
+        return cls(
+            w.shape,
+            w.dtype,
+            qdata=pack_uint4(q),
+            scale=s,
+            zero_point=zero,
+            act_scale=act_scale,
+            act=act,
+            config_id=config_id,
+            config_json=config_json,
+        )
+
+    def validate(self) -> None:
+        n, k = self.shape
+        groups = self.scale.shape[-1] if self.scale.dim() == 2 else 0
+        if groups == 0 or k % groups or k % 2:
+            raise ValueError(f"Int4Tensor.scale {tuple(self.scale.shape)} does not divide K={k}")
+        self._expect("qdata", (torch.uint8,), (n, k // 2))
+        self._expect("scale", (torch.float32,), (n, groups))
+        check_act(
+            self,
+            (
+                ActQuant.NONE,
+                ActQuant.INT8_DYNAMIC,
+                ActQuant.INT8_DYNAMIC_ASYM,
+                ActQuant.INT8_STATIC,
+            ),
+        )
+        if self.act is ActQuant.NONE:
+            self._expect("zero_point", (torch.uint8,), (n, groups))
+        elif self.zero_point is not None:
+            raise ValueError("Int4Tensor: W4A8 weights are symmetric and take no zero_point")
+
+    def build_derived(self) -> dict[str, torch.Tensor]:
+        """CPU tinygemm layout (asymmetric weight-only, N % 16 == 0): the packed weight and
+        scales_and_zeros [G, N, 2] in the model dtype. tinygemm computes (q - 8) * s + zero,
+        so zero = (8 - z) * s."""
+        if self.qdata.device.type != "cpu" or _tinygemm_unsupported(self) is not None:
+            return {}
+        assert self.zero_point is not None
+        packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(self.codes().to(torch.int32), 1)
+        zero = (SYM_OFFSET - self.zero_point.to(torch.float32)) * self.scale
+        sz = torch.stack([self.scale, zero], dim=-1).transpose(0, 1).contiguous().to(self.dtype)
+        return {"tinygemm_qdata": packed, "tinygemm_scales_zeros": sz}
+
+    @property
+    def scheme(self) -> Scheme:
+        return Scheme.INT4_WEIGHT_ONLY if self.act is ActQuant.NONE else Scheme.INT8_INT4
+
+    @property
+    def group_size(self) -> int:
+        return self.shape[1] // self.scale.shape[-1]
+
+    def codes(self) -> torch.Tensor:
+        """Unpacked codes [N, K]: uint8 in [0, 15] (asymmetric) or int8 in [-8, 7] (symmetric)."""
+        q = unpack_uint4(self.qdata)
+        return q if self.zero_point is not None else q.to(torch.int8) - SYM_OFFSET
+
+    def dequantize(self, dtype: torch.dtype | None = None) -> torch.Tensor:  # type: ignore[override]
+        if self.zero_point is not None:
+            w = affine.dequantize_uint4_asymmetric(self.codes(), self.scale, self.zero_point)
+        else:
+            w = affine.dequantize_symmetric(self.codes(), self.scale)
+        return w.to(dtype or self.dtype)
+
+
+# --- weight-only ---------------------------------------------------------------------------
+
+
+@kernel("reference.int4_weight_only")
+def _int4wo_reference(x: torch.Tensor, w: Int4Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    fb, _ = split_bias(bias, static=False)
+    return ref.weight_only_linear(x, w.dequantize(torch.float32), fb)
+
+
+TINYGEMM_GROUPS = (32, 64, 128, 256)
+
+
+def _tinygemm_unsupported(w: Int4Tensor) -> str | None:
+    """Why the CPU tinygemm layout cannot hold this weight, or None."""
+    if w.zero_point is None:
+        return "symmetric int4 (tinygemm is asymmetric weight-only)"
+    if w.shape[0] % 16:
+        return f"N={w.shape[0]} is not a multiple of 16"
+    if w.group_size not in TINYGEMM_GROUPS:
+        return f"group_size={w.group_size} (the op takes {TINYGEMM_GROUPS})"
+    if w.dtype not in CPU_FLOAT_DTYPES:
+        return f"model dtype {w.dtype} (the op takes bf16, fp16 or fp32)"
+    return None
+
+
+def _tinygemm_check(x: torch.Tensor, w: Int4Tensor, bias: torch.Tensor | None) -> str | None:
+    if x.dtype != w.dtype:
+        return f"{x.dtype} input but the layout was built for the model dtype {w.dtype}"
+    if "tinygemm_qdata" not in w.derived():
+        return _tinygemm_unsupported(w) or "no CPU tinygemm layout"
+    return None
+
+
+@kernel("aten._weight_int4pack_mm_for_cpu", _tinygemm_check)
+def _int4wo_cpu(x: torch.Tensor, w: Int4Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    fb, _ = split_bias(bias, static=False)
+    d = w.derived()
+    y = torch.ops.aten._weight_int4pack_mm_for_cpu(
+        x.contiguous(), d["tinygemm_qdata"], w.group_size, d["tinygemm_scales_zeros"]
+    )
+    return y if fb is None else y + fb.to(y.dtype)
+
+
+# --- W4A8 ----------------------------------------------------------------------------------
+
+
+@kernel("reference.int8_int4")
+def _w4a8_reference(x: torch.Tensor, w: Int4Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    static = w.act is ActQuant.INT8_STATIC
+    xq, xs, xz = quantize_int8_activation(x, w.act, w.act_scale)
+    fb, ib = split_bias(bias, static)
+    return ref.int_act_linear(xq, xs, xz, w.codes(), w.scale, x.dtype, bias=fb, bias_int=ib)
+
+
+@kernel("cpu.w4a8_dequant_mm")
+def _w4a8_cpu(x: torch.Tensor, w: Int4Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """Integer activations times dequantized weights in one float32 GEMM; the per-token scale
+    (and zero point) in the epilogue. Same value as the reference up to float32 rounding."""
+    static = w.act is ActQuant.INT8_STATIC
+    xq, xs, xz = quantize_int8_activation(x, w.act, w.act_scale)
+    fb, ib = split_bias(bias, static)
+    ct = ref.compute_dtype(x)
+    xi = xq.to(ct) if xz is None else xq.to(ct) - xz.to(ct).unsqueeze(-1)
+    y = xi @ affine.dequantize_symmetric(w.codes(), w.scale).to(ct).t()
+    y = y * (xs.to(ct).unsqueeze(-1) if xs.dim() else xs.to(ct))
+    if ib is not None:
+        gstar = ref.bias_group(w.scale)
+        bias_scale = w.scale.gather(1, gstar.unsqueeze(-1)).squeeze(-1) * xs
+        y = y + ib.to(ct) * bias_scale.to(ct)
+    if fb is not None:
+        y = y + fb.to(ct)
+    return y.to(x.dtype)

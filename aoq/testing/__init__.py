@@ -1,0 +1,1 @@
+"""Reusable by anyone: metrics now; the matrix, profiles and results store as they land."""
