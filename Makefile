@@ -1,16 +1,23 @@
 # aoq: every target does its own set-up on a fresh machine (venv + pinned deps).
 PY      ?= python3
 VENV    ?= .venv
-VPY     := $(VENV)/bin/python
 BACKEND ?= auto
 QUICK   ?=
+# AOQ_PYTHON: an interpreter that already has aoq's dependencies (the container images set it);
+# then no venv is made and nothing is installed.
+ifdef AOQ_PYTHON
+VPY     := $(AOQ_PYTHON)
+STAMP   :=
+else
+VPY     := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
+endif
 
-.PHONY: venv test lint typecheck unit conform clean
+.PHONY: venv test lint typecheck unit conform report clean container-test kernels-interpret
 
 venv: $(STAMP)
 
-$(STAMP): requirements-dev.txt pyproject.toml
+$(VENV)/.installed: requirements-dev.txt pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(VPY) -m pip install -q --upgrade pip
 	$(VPY) -m pip install -q -r requirements-dev.txt
@@ -18,19 +25,41 @@ $(STAMP): requirements-dev.txt pyproject.toml
 	touch $(STAMP)
 
 lint: venv
-	$(VENV)/bin/ruff check aoq kernels tests conformance
-	$(VENV)/bin/ruff format --check aoq kernels tests conformance
+	$(VENV)/bin/ruff check aoq kernels tests conformance reports ci
+	$(VENV)/bin/ruff format --check aoq kernels tests conformance reports ci
+	$(VENV)/bin/hadolint Dockerfile.cuda Dockerfile.rocm
 
 typecheck: venv
-	$(VENV)/bin/mypy aoq
+	$(VENV)/bin/mypy aoq ci
 
+# Container tests need a Docker engine (ci/engine.sh start); without one they are skipped,
+# unless AOQ_REQUIRE_DOCKER=1 (.ci/run sets it), and the image builds wait for container-test.
 unit: venv
-	$(VPY) -m pytest tests -q
+	$(VPY) -m pytest tests -q -m "not container_full"
 
+container-test: venv
+	ci/engine.sh base
+	$(VPY) -m pytest tests/ci -q -m "container or container_full"
+
+# BACKEND=auto|cpu|cuda|rocm|interpret, QUICK=1 for the CI subset, ARGS for anything else
+# (e.g. ARGS="--only 'int4wo*' --jobs 4"). Exit status is non-zero iff a case is red.
+# CONTAINER=1 runs it inside Dockerfile.<vendor>'s image (ci/container.py; BACKEND=cpu|cuda|rocm;
+# AOQ_BASE_IMAGE, AOQ_CA_BUNDLE, AOQ_WHEELS, AOQ_TORCH_SPEC, AOQ_CONTAINER_TIMEOUT tune it).
 conform: venv
-	$(VPY) -m conformance --backend $(BACKEND) $(if $(QUICK),--quick,)
+	$(VPY) -m conformance $(if $(CONTAINER),--container,) --backend $(BACKEND) $(if $(QUICK),--quick,) $(ARGS)
 
-test: lint typecheck unit
+# Re-render reports/site/index.html from the store and reports/runs/*.jsonl; CHECK=1 also
+# loads it in headless Chromium (no console errors) and saves a screenshot.
+report: venv
+	$(VPY) -m reports $(if $(CHECK),--check,)
+
+# The Triton kernels on CPU through the interpreter (TRITON_INTERPRET=1 must be set before
+# aoq is imported, hence a pytest run of its own) against aoq.formats; the compile-target
+# subset (sm90, gfx942) runs inside `unit` (tests/kernels/test_targets.py).
+kernels-interpret: venv
+	TRITON_INTERPRET=1 $(VPY) -m pytest tests/kernels/test_interpret.py -q
+
+test: lint typecheck unit kernels-interpret
 	$(MAKE) conform QUICK=1 BACKEND=cpu
 
 clean:

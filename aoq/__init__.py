@@ -1,11 +1,13 @@
 """aoq: PyTorch quantization under a cross-hardware conformance matrix.
 
 Public API (see the README): quantize_, the configs, calibrate, save_pretrained /
-load_pretrained, trace_kernels, strict, FallbackError. Importing aoq registers its tensor
-classes as torch.load safe globals and its kernels in the dispatch table; nothing else.
+load_pretrained, trace_kernels, strict, FallbackError; aoq.mx (to_mx, MXTensor);
+aoq.training (MXLinear, swapped in by quantize_ with MXTrainingConfig). Importing aoq
+registers its tensor classes as torch.load safe globals and its kernels in the dispatch
+table; nothing else.
 """
 
-from aoq import dispatch
+from aoq import dispatch, mx, training
 from aoq.calibration import calibrate
 from aoq.configs import (
     AOQConfig,
@@ -15,6 +17,10 @@ from aoq.configs import (
     Int8DynamicActivationInt4WeightConfig,
     Int8DynamicActivationInt8WeightConfig,
     Int8WeightOnlyConfig,
+    MXDynamicActivationMXWeightConfig,
+    MXTrainingConfig,
+    MXWeightOnlyConfig,
+    NVFP4Config,
     quantize_,
 )
 from aoq.dispatch import FallbackError, strict, trace_kernels
@@ -39,11 +45,17 @@ __all__ = [
     "Int8DynamicActivationInt4WeightConfig",
     "Int8DynamicActivationInt8WeightConfig",
     "Int8WeightOnlyConfig",
+    "MXDynamicActivationMXWeightConfig",
+    "MXTrainingConfig",
+    "MXWeightOnlyConfig",
+    "NVFP4Config",
     "calibrate",
     "dispatch",
     "load_pretrained",
+    "mx",
     "quantize_",
     "save_pretrained",
     "strict",
     "trace_kernels",
+    "training",
 ]

@@ -38,6 +38,14 @@ class Scheme(enum.Enum):
     """float8 e4m3 per-channel weights, float activations."""
     FP8_FP8 = "fp8_fp8"
     """float8 activations (per row or tensor) x float8 weights."""
+    MX_WEIGHT_ONLY = "mx_weight_only"
+    """MX (OCP v1.0) weights, E8M0 scale per block along K; float activations."""
+    MX_MX = "mx_mx"
+    """MX activations (run-time blocks along K) x MX weights, same element format."""
+    NVFP4_WEIGHT_ONLY = "nvfp4_weight_only"
+    """NVFP4 weights (fp4, e4m3 scale per 16, float32 tensor scale); float activations."""
+    NVFP4_NVFP4 = "nvfp4_nvfp4"
+    """NVFP4 activations (run-time scales) x NVFP4 weights."""
 
 
 class FallbackError(RuntimeError):
@@ -53,8 +61,72 @@ TABLE: dict[tuple[Scheme, Backend], tuple[str, ...]] = {
     (Scheme.FP8_WEIGHT_ONLY, Backend.CPU): ("cpu.fp8_weight_only_mm",),
     (Scheme.FP8_FP8, Backend.CPU): ("aten._scaled_mm",),
 }
+# MX and NVFP4 have no GEMM on the GPUs we can verify (sm100 has block-scaled MMA, untested
+# here), so their intended kernel is the emulated one on every backend: not a fallback.
+_EMULATED = {
+    Scheme.MX_WEIGHT_ONLY: ("emulated.mx_dequant_mm",),
+    Scheme.MX_MX: ("emulated.mx_qdq_mm",),
+    Scheme.NVFP4_WEIGHT_ONLY: ("emulated.nvfp4_dequant_mm",),
+    Scheme.NVFP4_NVFP4: ("emulated.nvfp4_qdq_mm",),
+}
+TABLE.update({(s, b): names for s, names in _EMULATED.items() for b in Backend})
 # Arch-specific rows override the backend row: {(scheme, backend, arch): names}.
 ARCH_TABLE: dict[tuple[Scheme, Backend, str], tuple[str, ...]] = {}
+
+# Rows chosen by M (the rows of the activation), for the GPU and interpreter backends:
+# ((max_m, names), ...) ascending, the first band with M <= max_m serves. Decode (small M,
+# memory bound: GEMV / narrow tiles), prefill (Triton tiles, dequantize in the main loop) and,
+# for weight-only formats at large M, dequantize-then-BLAS. An ARCH_TABLE row overrides these.
+M_ANY = 1 << 62
+Bands = tuple[tuple[int, tuple[str, ...]], ...]
+BY_M: dict[tuple[Scheme, Backend], Bands] = {}
+DECODE_MAX_M = 16
+PREFILL_TRITON_MAX_M = 256
+
+
+def _gpu_rows() -> None:
+    wo = {
+        Scheme.INT8_WEIGHT_ONLY: "int8wo",
+        Scheme.INT4_WEIGHT_ONLY: "int4wo",
+        Scheme.FP8_WEIGHT_ONLY: "fp8wo",
+    }
+    for scheme, fam in wo.items():
+        for backend, blas in ((Backend.CUDA, "cublas"), (Backend.ROCM, "hipblaslt")):
+            BY_M[(scheme, backend)] = (
+                (DECODE_MAX_M, (f"triton.{fam}.decode",)),
+                (PREFILL_TRITON_MAX_M, (f"triton.{fam}.prefill",)),
+                (M_ANY, (f"{blas}.{fam}.dequant_mm",)),
+            )
+    for scheme, fam in ((Scheme.INT8_INT8, "w8a8"), (Scheme.INT8_INT4, "w4a8")):
+        for backend in (Backend.CUDA, Backend.ROCM):
+            BY_M[(scheme, backend)] = (
+                (DECODE_MAX_M, (f"triton.{fam}.decode",)),
+                (M_ANY, (f"triton.{fam}.prefill",)),
+            )
+    for backend, blas in ((Backend.CUDA, "cublas"), (Backend.ROCM, "hipblaslt")):
+        BY_M[(Scheme.FP8_FP8, backend)] = (
+            # decode: the Triton kernel beat torch._scaled_mm on an H200 (row scales, M=1:
+            # 27 vs 46 us at 8192x8192, reports/runs); prefill: cuBLAS wins
+            (DECODE_MAX_M, ("triton.fp8.decode",)),
+            (M_ANY, (f"{blas}.fp8.scaled_mm", "triton.fp8.prefill")),
+        )
+    # the interpreter runs the Triton kernels only (no BLAS on CPU tensors)
+    for scheme, fam in (*wo.items(), (Scheme.INT8_INT8, "w8a8"), (Scheme.INT8_INT4, "w4a8")):
+        BY_M[(scheme, Backend.INTERPRET)] = (
+            (DECODE_MAX_M, (f"triton.{fam}.decode",)),
+            (M_ANY, (f"triton.{fam}.prefill",)),
+        )
+    BY_M[(Scheme.FP8_FP8, Backend.INTERPRET)] = (
+        (DECODE_MAX_M, ("triton.fp8.decode",)),
+        (M_ANY, ("triton.fp8.prefill",)),
+    )
+    # sm80 has no float8 instructions (no fp8 MMA, no fp8 conversions in Triton; see
+    # `python -m aoq.kernels.targets`): float8 runs the reference there, recorded as such.
+    ARCH_TABLE[(Scheme.FP8_FP8, Backend.CUDA, "sm80")] = ()
+    ARCH_TABLE[(Scheme.FP8_WEIGHT_ONLY, Backend.CUDA, "sm80")] = ()
+
+
+_gpu_rows()
 
 Check = Callable[..., "str | None"]
 
@@ -90,9 +162,16 @@ def reference_name(scheme: Scheme) -> str:
     return f"reference.{scheme.value}"
 
 
-def candidates(scheme: Scheme, platform: Platform) -> tuple[str, ...]:
+def candidates(scheme: Scheme, platform: Platform, m: int = 1) -> tuple[str, ...]:
+    """Kernels for ``scheme`` on ``platform`` at M rows: the arch row, else the M band,
+    else the backend row."""
     arch_row = ARCH_TABLE.get((scheme, platform.backend, platform.arch))
-    return arch_row if arch_row is not None else TABLE.get((scheme, platform.backend), ())
+    if arch_row is not None:
+        return arch_row
+    bands = BY_M.get((scheme, platform.backend))
+    if bands is not None:
+        return next(names for max_m, names in bands if m <= max_m)
+    return TABLE.get((scheme, platform.backend), ())
 
 
 def describe() -> str:
@@ -100,6 +179,12 @@ def describe() -> str:
     rows = [f"{'scheme':<18} {'backend':<14} kernels (preferred first) -> last resort"]
     keys = [(s, b.value, names) for (s, b), names in TABLE.items()]
     keys += [(s, f"{b.value}-{a}", names) for (s, b, a), names in ARCH_TABLE.items()]
+    for (s, b), bands in BY_M.items():
+        lo = 0
+        for max_m, names in bands:
+            span = f"M>{lo}" if max_m == M_ANY else f"M{lo + 1}-{max_m}"
+            keys.append((s, f"{b.value} {span}", names))
+            lo = max_m
     for scheme, where, names in sorted(keys, key=lambda r: (r[0].value, r[1])):
         rows.append(
             f"{scheme.value:<18} {where:<14} {', '.join(names)} -> {reference_name(scheme)}"
@@ -197,7 +282,7 @@ def select(
 ) -> tuple[KernelImpl, bool, str | None, Platform]:
     """Pick the kernel for this call: (impl, fallback, reason, platform)."""
     platform = platform_of(x.device)
-    names = candidates(scheme, platform)
+    names = candidates(scheme, platform, x.shape[0])
     reasons: list[str] = []
     for i, name in enumerate(names):
         impl = _IMPLS.get(name)

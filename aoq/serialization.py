@@ -25,6 +25,7 @@ from torch import nn
 
 from aoq.configs import config_from_dict
 from aoq.formats.float8 import Granularity
+from aoq.formats.mx import MXElem, ScaleRounding
 from aoq.tensors import TENSOR_CLASSES, ActQuant, AoqTensor, QuantizedWeight
 from aoq.tensors.base import _rebuild_aoq_tensor
 
@@ -32,7 +33,9 @@ FORMAT = "aoq"
 FORMAT_VERSION = 1
 METADATA_FILE = "aoq.json"
 WEIGHTS_FILE = "model.safetensors"
-_ENUMS: dict[str, type[enum.Enum]] = {e.__name__: e for e in (ActQuant, Granularity)}
+_ENUMS: dict[str, type[enum.Enum]] = {
+    e.__name__: e for e in (ActQuant, Granularity, MXElem, ScaleRounding)
+}
 _DTYPES = {
     str(d).removeprefix("torch."): d
     for d in (torch.float32, torch.float16, torch.bfloat16, torch.float64)

@@ -1,113 +1,254 @@
-"""``python -m conformance``: run the conformance matrix and print its table.
+"""``python -m conformance``: run the conformance matrix, print its summary, write the report.
 
-Until the full suite lands this is the smoke matrix: every inference config x {bf16, fp16,
-fp32} x a few shapes on one backend, with four checks per cell (output vs the float64 oracle
-within 2x plain torch's error, SQNR floor, intended kernel ran, save/load bit-identical).
-Exit status is non-zero iff a cell is red.
+    python -m conformance [--backend auto|cpu|cuda|rocm|interpret] [--quick]
+                          [--only GLOB ...] [--shard i/n] [--run-id ID] [--jobs N]
+                          [--timeout S] [--store PATH] [--runs-dir DIR] [--report PATH]
+    python -m conformance --resume RUN_ID          finish a run that was killed
+    python -m conformance merge RUN_ID             join the shards of a run
+
+``auto`` runs the GPU backend of this machine, or, with no GPU, the cpu matrix plus the quick
+interpreter subset; both add the compile-target matrix. Every case runs in a worker process
+(a crash or hang becomes a ``crash`` case), is written at once to the SQLite store and the
+run's JSONL, and the report is rendered at the end. Exit status: 1 iff a case is red
+(fail, error, crash), 2 for bad usage.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-import tempfile
-import time
+from collections import Counter
+from pathlib import Path
 
-import torch
-from torch import nn
-
-import aoq
-from aoq.backends import Backend, platform_of
-from aoq.testing.cases import inference_configs
-from aoq.testing.metrics import bit_equal, max_rel_error, sqnr
-from aoq.testing.oracle import float64_linear, float_torch_error
-
-DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
-SHAPES = {"M1-K256-N128": (1, 256, 128), "M33-K512-N256": (33, 512, 256)}
-QUICK_SHAPES = {"M33-K512-N256": (33, 512, 256)}
-# Output SQNR floors vs the float layer (default-init weights, randn input) per config family.
-SQNR_FLOOR = {"int8wo": 40, "w8a8": 35, "int4wo": 20, "w4a8": 19, "fp8wo": 28, "fp8": 25}
+from aoq.testing import matrix
+from aoq.testing.profiles import ProfileError
+from aoq.testing.records import STATUSES, JsonlWriter, Record, read_jsonl
+from aoq.testing.store import Store
+from conformance import merge as merge_mod
+from conformance.progress import RED, red_list, summary_table
+from conformance.runner import RunnerError
+from conformance.session import PROFILES, Options, Session, UsageError
 
 
-def _floor(config_id: str) -> float:
-    return SQNR_FLOOR[config_id.split("-")[0]]
+def _gpus() -> tuple[str, ...]:
+    import torch
+
+    names = (
+        ("HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
+        if torch.version.hip
+        else ("CUDA_VISIBLE_DEVICES",)
+    )
+    visible = next((os.environ[n] for n in names if os.environ.get(n)), "")
+    if visible:
+        return tuple(v.strip() for v in visible.split(",") if v.strip())
+    return tuple(str(i) for i in range(torch.cuda.device_count()))
 
 
-def _device(backend: str) -> torch.device:
-    if backend == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if backend in ("cuda", "rocm"):
-        if not torch.cuda.is_available():
-            raise SystemExit(f"BACKEND={backend}: no GPU visible to torch on this machine")
-        return torch.device("cuda")
-    if backend == "interpret":
-        raise SystemExit("BACKEND=interpret: the Triton kernels have not landed yet")
-    return torch.device("cpu")
+def _plan(backend: str, quick: bool) -> list[tuple[str, bool]]:
+    """(backend, quick) parts of one invocation."""
+    if backend != "auto":
+        return [(backend, quick)]
+    import torch
+
+    if torch.cuda.device_count() > 0:
+        return [("rocm" if torch.version.hip else "cuda", quick)]
+    return [("cpu", quick), ("interpret", True)]
 
 
-def run_cell(
-    config: aoq.AOQConfig, dtype: torch.dtype, shape: tuple[int, int, int], device: torch.device
-) -> tuple[str, str, str]:
-    """(status, kernel, detail) of one cell."""
-    m, k, n = shape
-    float_lin = nn.Linear(k, n, device=device, dtype=dtype)
-    x = torch.randn(m, k, device=device, dtype=dtype)
-    expect_float = float_lin(x)
-    lin = aoq.quantize_(float_lin, config)
-    with aoq.trace_kernels() as trace:
-        y = lin(x)
-    rec = trace.records[0]
-    problems = []
-    err = max_rel_error(float64_linear(x, lin.weight, lin.bias), y)
-    budget = max(2 * float_torch_error(x, lin.weight, lin.bias), 1e-6)
-    if err > budget:
-        problems.append(f"err {err:.2e} > {budget:.2e}")
-    db = sqnr(expect_float, y)
-    if db < _floor(config.id):
-        problems.append(f"sqnr {db:.1f} < {_floor(config.id)}")
-    if rec.fallback:
-        problems.append(f"fallback: {rec.reason}")
-    with tempfile.TemporaryDirectory() as tmp:
-        aoq.save_pretrained(lin if isinstance(lin, nn.Sequential) else nn.Sequential(lin), tmp)
-        with torch.device("meta"):
-            fresh = nn.Sequential(nn.Linear(k, n, dtype=dtype))
-        back = aoq.load_pretrained(fresh, tmp, device=device)
-        if not bit_equal(back(x), y):
-            problems.append("save/load not bit-identical")
-    detail = f"sqnr {db:5.1f} dB, err {err:.1e} (budget {budget:.1e})"
-    return ("fail" if problems else "pass"), rec.kernel, "; ".join(problems) or detail
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m conformance",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--backend", default="auto", choices=["auto", *matrix.BACKENDS])
+    p.add_argument("--quick", action="store_true", help="the CI subset")
+    p.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="run cases whose id matches (repeatable), e.g. 'int8wo/*/cpu/M1-*'",
+    )
+    p.add_argument("--shard", help="i/n: this machine's share (whole cells)")
+    p.add_argument("--run-id", help="name the run (shards of one run share it)")
+    p.add_argument("--resume", metavar="RUN_ID", help="finish a killed run")
+    p.add_argument("--jobs", type=int, help="worker processes (default: cores, or one per GPU)")
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds per case (hang limit)")
+    p.add_argument("--store", type=Path, default=Path("reports/results.sqlite"))
+    p.add_argument("--runs-dir", type=Path, default=Path("reports/runs"))
+    p.add_argument("--report", type=Path, default=Path("reports/site/index.html"))
+    p.add_argument("--no-report", action="store_true")
+    p.add_argument("--no-targets", action="store_true", help="skip the compile-target matrix")
+    p.add_argument("--profiles", type=Path, default=PROFILES, help="tolerance profile directory")
+    p.add_argument("--inject", action="append", default=[], help=argparse.SUPPRESS)
+    return p
+
+
+def _check_backend(backend: str) -> None:
+    """A GPU backend this machine's torch cannot serve is a usage error, said up front."""
+    import torch
+
+    if backend not in matrix.GPU_BACKENDS:
+        return
+    if torch.cuda.device_count() == 0:
+        raise UsageError(f"--backend {backend}: no GPU visible to torch {torch.__version__} here")
+    vendor = "rocm" if torch.version.hip else "cuda"
+    if backend != vendor:
+        raise UsageError(f"--backend {backend}: this torch is built for {vendor}")
+
+
+def _options(args: argparse.Namespace, backend: str, quick: bool, argv: list[str]) -> Options:
+    _check_backend(backend)
+    gpus = _gpus() if backend in matrix.GPU_BACKENDS else ()
+    if backend in matrix.GPU_BACKENDS:
+        default_jobs = max(1, len(gpus))
+    else:
+        default_jobs = min(8, os.cpu_count() or 1)
+    return Options(
+        backend=backend,
+        quick=quick,
+        only=tuple(args.only),
+        shard=matrix.parse_shard(args.shard) if args.shard else None,
+        inject=tuple(args.inject),
+        jobs=args.jobs or default_jobs,
+        timeout=args.timeout,
+        store=args.store,
+        runs_dir=args.runs_dir,
+        run_id=args.run_id,
+        gpus=gpus,
+        profiles=args.profiles,
+        argv=tuple(argv),
+    )
+
+
+def _resume_options(args: argparse.Namespace, argv: list[str]) -> Options:
+    """The options a run was started with, from its header (store or JSONL)."""
+    run = None
+    if args.store.exists():
+        with Store(args.store) as store:
+            run = store.run(args.resume)
+    if run is None:
+        files = sorted(args.runs_dir.glob(f"{args.resume}*.jsonl"))
+        if not files:
+            raise UsageError(f"--resume {args.resume}: not in {args.store} nor {args.runs_dir}")
+        run, _ = read_jsonl(files[0])
+    if run.kind != "conformance":
+        raise UsageError(f"--resume {args.resume}: a {run.kind} run; only conformance runs resume")
+    x = run.extra
+    ns = argparse.Namespace(
+        **{
+            **vars(args),
+            "only": x.get("only") or [],
+            "inject": x.get("inject") or [],
+            "run_id": run.run_id,
+            "shard": "/".join(map(str, x["shard"])) if x.get("shard") else None,
+        }
+    )
+    opts = _options(ns, run.backend, bool(x.get("quick")), argv)
+    opts.resume = True
+    return opts
+
+
+def _run_part(opts: Options) -> list[Record]:
+    session = Session(opts)
+    try:
+        run = session.start()
+        what = "resuming" if opts.resume else "running"
+        print(
+            f"{what} {run.run_id}: {len(session.cases)} cases on {run.backend}-{run.arch} "
+            f"({run.device}), {opts.jobs} worker(s)",
+            file=sys.stderr,
+            flush=True,
+        )
+        records = session.run_cases()
+    finally:
+        session.close()
+    print(f"\n== {run.run_id} ({run.backend}-{run.arch}, {run.device})")
+    print(summary_table(records))
+    red = red_list(records)
+    if red:
+        print(red)
+    print(f"records: {opts.store} and {opts.runs_dir}/{run.run_id}*.jsonl", flush=True)
+    return records
+
+
+def _targets(args: argparse.Namespace) -> list[Record]:
+    from conformance.merge import ingest
+    from conformance.targets import run_targets
+
+    run, records = run_targets(timeout=max(args.timeout, 600.0))
+    ingest(args.store, run, records)
+    with JsonlWriter(run, args.runs_dir) as w:
+        w.write_many(records)
+    cells = [r for r in records if r.check == "cell"]
+    counts = Counter(r.status for r in cells)
+    first = cells[0].reason if len(cells) == 1 and cells[0].reason else ""
+    print(
+        f"\n== compile targets ({run.run_id}): "
+        + ", ".join(f"{s} {counts[s]}" for s in STATUSES if counts[s])
+        + (f" ({first})" if first else "")
+    )
+    return records
+
+
+def _report(args: argparse.Namespace, wanted: list[str]) -> bool:
+    """Render the page; False (and why) if it could not be, the results being safe anyway."""
+    try:
+        from reports.render import render_report
+    except ImportError as e:
+        print(f"report not rendered ({e}); run `python -m reports` where reports/ exists")
+        return True
+    try:
+        path = render_report(args.store, args.runs_dir, args.report, wanted)
+    except Exception as e:  # the records are stored; a broken renderer must not hide them
+        print(f"report FAILED to render: {type(e).__name__}: {e}", file=sys.stderr)
+        return False
+    print(f"report: {path.resolve().as_uri()}")
+    return True
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m conformance", description=__doc__)
-    parser.add_argument(
-        "--backend", default="auto", choices=["auto", "cpu", "cuda", "rocm", "interpret"]
-    )
-    parser.add_argument("--quick", action="store_true", help="the CI subset")
-    args = parser.parse_args(argv)
-    device = _device(args.backend)
-    platform = platform_of(device)
-    shapes = QUICK_SHAPES if args.quick else SHAPES
-    cells = [(c, d, s) for c in inference_configs() for d in DTYPES for s in shapes]
-    print(f"conformance smoke matrix on {platform} ({device}): {len(cells)} cells")
-    start, red = time.monotonic(), 0
-    for i, (config, dname, sname) in enumerate(cells, 1):
-        torch.manual_seed(i)
-        cell_id = f"{config.id}/{dname}/{platform.backend.value}/{sname}"
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--container" in argv:  # the same run inside the backend's pinned image (ci/container.py)
+        from ci.container import conformance_in_container
+
+        return conformance_in_container([a for a in argv if a != "--container"])
+    if argv[:1] == ["merge"]:
+        mp = argparse.ArgumentParser(prog="python -m conformance merge")
+        mp.add_argument("run_id")
+        mp.add_argument("--runs-dir", type=Path, default=Path("reports/runs"))
+        mp.add_argument("--store", type=Path, default=Path("reports/results.sqlite"))
+        m = mp.parse_args(argv[1:])
         try:
-            status, kernel, detail = run_cell(config, DTYPES[dname], shapes[sname], device)
-        except Exception as e:  # a cell that raises is red, and the run goes on
-            status, kernel, detail = "error", "-", f"{type(e).__name__}: {e}"
-        red += status != "pass"
-        print(f"[{i:3}/{len(cells)}] {status:5} {cell_id:44} {kernel:34} {detail}", flush=True)
-    passed = len(cells) - red
-    print(f"\n{passed} passed, {red} failed in {time.monotonic() - start:.1f}s on {platform}")
-    if platform.backend is not Backend.CPU and red:
-        print(
-            "GPU kernels land with the kernels issue; until then GPU cells run the reference "
-            "and are red as fallbacks."
-        )
-    return 1 if red else 0
+            print(merge_mod.merge(m.runs_dir, m.run_id, m.store))
+        except merge_mod.MergeError as e:
+            print(f"merge: {e}", file=sys.stderr)
+            return 2
+        return 0
+    args = _parser().parse_args(argv)
+    try:
+        if args.resume:
+            parts = [_resume_options(args, argv)]
+        else:
+            parts = [_options(args, b, q, argv) for b, q in _plan(args.backend, args.quick)]
+    except ValueError as e:  # UsageError included
+        print(f"conformance: {e}", file=sys.stderr)
+        return 2
+    records: list[Record] = []
+    try:
+        for opts in parts:
+            records += _run_part(opts)
+    except (UsageError, RunnerError, ProfileError) as e:
+        print(f"conformance: {e}", file=sys.stderr)
+        return 2
+    if args.backend == "auto" and not args.no_targets and not args.resume:
+        records += _targets(args)
+    rendered = args.no_report or _report(args, list(dict.fromkeys(r.run_id for r in records)))
+    red = sum(r.check == "cell" and r.status in RED for r in records)
+    print(f"\n{'RED: ' + str(red) + ' case(s) failed' if red else 'all cases green'}")
+    return 1 if red else (0 if rendered else 2)
 
 
 if __name__ == "__main__":

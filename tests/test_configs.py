@@ -2,14 +2,17 @@ import dataclasses
 
 import pytest
 import torch
-from conftest import CONFIGS, DTYPES, config_ids
 from torch import nn
 
 import aoq
 from aoq.configs import config_from_dict
 from aoq.tensors import Int32Bias, QuantizedWeight
+from aoq.testing.cases import MODEL_DTYPES, config_ids, inference_configs
 from aoq.testing.metrics import max_rel_error, sqnr
 from aoq.testing.oracle import float64_linear, float_torch_error
+
+CONFIGS = inference_configs()
+DTYPES = list(MODEL_DTYPES)
 
 INPUT_SHAPES = {"2d": (7, 256), "3d": (2, 5, 256), "M1": (1, 256), "M0": (0, 256)}
 
@@ -71,8 +74,8 @@ def test_float64_model_keeps_float32_scales_and_intended_kernel(config):
     float64 scales. Here every scale is float32 and the int-activation kernels still run."""
     _, q = _quantized(config, torch.float64)
     for name, t in q.weight.tensors().items():
-        if "scale" in name:
-            assert t.dtype == torch.float32, name
+        if "scale" in name:  # float32, or the block-scale dtype a format defines (MX, NVFP4)
+            assert t.dtype in (torch.float32, torch.float8_e8m0fnu, torch.float8_e4m3fn), name
     with aoq.trace_kernels() as trace:
         y = q(torch.randn(3, 256, dtype=torch.float64))
     assert y.dtype == torch.float64

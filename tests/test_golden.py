@@ -2,14 +2,16 @@
 
 import pytest
 import torch
-from conftest import CONFIGS, config_ids
 from golden.make_golden import ROOT, float_bias, tiny_model
 from torch import nn
 
 import aoq
 from aoq.serialization import FORMAT_VERSION
+from aoq.testing.cases import config_ids, inference_configs
 from aoq.testing.metrics import bit_equal, max_rel_error
 from aoq.testing.oracle import float64_linear, float_torch_error
+
+CONFIGS = inference_configs()
 
 
 def _meta_model() -> nn.Module:

@@ -9,11 +9,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import CONFIGS
 from safetensors.torch import load_file, save_file
 from torch import nn
 
 import aoq
+from aoq.testing.cases import inference_configs
+
+CONFIGS = inference_configs()
 
 LOADER = r"""
 import sys, torch

@@ -15,7 +15,10 @@ copy_. Any other op raises: a quantized tensor never silently dequantizes.
 from __future__ import annotations
 
 import enum
+import functools
 import hashlib
+import importlib.util
+from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
@@ -40,6 +43,26 @@ class ActQuant(enum.Enum):
     """float8 with one scale per token, computed at run time."""
     FP8_TENSOR = "fp8_tensor"
     """float8 with one scale for the whole activation tensor, computed at run time."""
+    MX_DYNAMIC = "mx_dynamic"
+    """MX blocks along K in the weight's element format and block size, computed at run time."""
+    NVFP4_DYNAMIC = "nvfp4_dynamic"
+    """NVFP4 (e4m3 scale per 16 along K, float32 tensor scale from the activation's amax),
+    computed at run time."""
+
+
+@functools.lru_cache(maxsize=1)
+def _code_version() -> str:
+    """A hash of aoq's own sources (aoq/ and kernels/). The compile cache keys a subclass by
+    this hash plus its metadata, so code that changes how aoq computes a linear never reuses
+    a graph compiled by an older aoq."""
+    digest = hashlib.sha256()
+    roots = [Path(__file__).resolve().parents[1]]
+    spec = importlib.util.find_spec("aoq.kernels")
+    roots += [Path(p) for p in (spec.submodule_search_locations or [])] if spec else []
+    for root in roots:
+        for path in sorted(root.rglob("*.py")):
+            digest.update(path.name.encode() + path.read_bytes())
+    return digest.hexdigest()
 
 
 class AoqTensor(torch.Tensor):
@@ -155,7 +178,14 @@ class AoqTensor(torch.Tensor):
         """Key for torch.compile's AOT autograd cache: layout and metadata, never values."""
         inner = [(n, tuple(t.shape), str(t.dtype), t.stride()) for n, t in self.tensors().items()]
         attrs = [(n, getattr(v, "value", v)) for n, v in self.attrs().items()]
-        payload = (type(self).__qualname__, tuple(self.shape), str(self.dtype), inner, attrs)
+        payload = (
+            _code_version(),
+            type(self).__qualname__,
+            tuple(self.shape),
+            str(self.dtype),
+            inner,
+            attrs,
+        )
         return hashlib.sha256(repr(payload).encode()).hexdigest()
 
     # -- pickling: a safe-global rebuild function, so torch.load(weights_only=True) works and

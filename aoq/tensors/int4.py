@@ -21,6 +21,7 @@ from aoq.dispatch import Scheme, kernel
 from aoq.formats import affine
 from aoq.formats import linear as ref
 from aoq.formats.packing import pack_uint4, unpack_uint4
+from aoq.tensors import cpu_ops
 from aoq.tensors.activation import quantize_int8_activation, split_bias
 from aoq.tensors.base import ActQuant, QuantizedWeight, check_act
 
@@ -157,9 +158,7 @@ def _tinygemm_check(x: torch.Tensor, w: Int4Tensor, bias: torch.Tensor | None) -
 def _int4wo_cpu(x: torch.Tensor, w: Int4Tensor, bias: torch.Tensor | None) -> torch.Tensor:
     fb, _ = split_bias(bias, static=False)
     d = w.derived()
-    y = torch.ops.aten._weight_int4pack_mm_for_cpu(
-        x.contiguous(), d["tinygemm_qdata"], w.group_size, d["tinygemm_scales_zeros"]
-    )
+    y = cpu_ops.weight_int4pack_mm(x, d["tinygemm_qdata"], w.group_size, d["tinygemm_scales_zeros"])
     return y if fb is None else y + fb.to(y.dtype)
 
 

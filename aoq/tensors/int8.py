@@ -14,6 +14,7 @@ import torch
 from aoq.dispatch import Scheme, kernel
 from aoq.formats import affine
 from aoq.formats import linear as ref
+from aoq.tensors import cpu_ops
 from aoq.tensors.activation import quantize_int8_activation, split_bias
 from aoq.tensors.base import ActQuant, QuantizedWeight, check_act
 
@@ -89,6 +90,8 @@ def _int8pack_check(x: torch.Tensor, w: Int8Tensor, bias: torch.Tensor | None) -
         return f"{x.dtype} input (the op takes bf16, fp16 or fp32)"
     if w.scale.shape[-1] != 1:
         return "groupwise scales (the op takes one scale per output channel)"
+    if x.dtype == torch.bfloat16 and w.shape[1] % 16:
+        return f"bf16 input with K={w.shape[1]} not a multiple of 16 (the op crashes there)"
     if not torch.compiler.is_compiling() and w.qdata.data_ptr() % 64:
         return "weight storage is not 64-byte aligned (the op would read out of bounds)"
     if x.dtype != w.dtype or "int8pack_scale" not in w.derived():
@@ -99,7 +102,7 @@ def _int8pack_check(x: torch.Tensor, w: Int8Tensor, bias: torch.Tensor | None) -
 @kernel("aten._weight_int8pack_mm", _int8pack_check)
 def _int8wo_cpu(x: torch.Tensor, w: Int8Tensor, bias: torch.Tensor | None) -> torch.Tensor:
     fb, _ = split_bias(bias, static=False)
-    y = torch._weight_int8pack_mm(x.contiguous(), w.qdata, w.derived()["int8pack_scale"])
+    y = cpu_ops.weight_int8pack_mm(x, w.qdata, w.derived()["int8pack_scale"])
     return y if fb is None else y + fb.to(y.dtype)
 
 

@@ -1,1 +1,3 @@
-"""Reusable by anyone: metrics now; the matrix, profiles and results store as they land."""
+"""Reusable by anyone (tests, conformance, bench, reports): the configs to iterate (cases),
+the float64 oracle and metrics, the matrix of cases (matrix), tolerance profiles (profiles),
+the result schema (records) and the SQLite results store (store)."""

@@ -10,6 +10,8 @@ import torch.nn.functional as F
 from aoq.dispatch import Scheme
 from aoq.formats import float8
 from aoq.formats import linear as ref
+from aoq.formats.mx import mx_dequantize, mx_quantize
+from aoq.formats.nvfp4 import nvfp4_dequantize, nvfp4_quantize
 from aoq.tensors import Float8Tensor, Int4Tensor, Int8Tensor, Int32Bias, QuantizedWeight
 from aoq.tensors.activation import quantize_int8_activation, split_bias
 from aoq.tensors.base import ActQuant
@@ -35,6 +37,12 @@ def float64_linear(
         y = ref.fp8_act_linear(xq, xs, weight.qdata, weight.scale, torch.float64, fb)
     else:
         w = weight.dequantize(torch.float32).to(torch.float64)
+        if weight.act is ActQuant.MX_DYNAMIC:  # the activation's MX blocks, from aoq.formats
+            a = weight.attrs()
+            codes, scale = mx_quantize(x2, a["elem"], a["block_size"], -1, a["scale_rounding"])
+            x2 = mx_dequantize(codes, scale, a["elem"], a["block_size"])
+        elif weight.act is ActQuant.NVFP4_DYNAMIC:
+            x2 = nvfp4_dequantize(*nvfp4_quantize(x2))
         y = F.linear(x2.to(torch.float64), w, None if fb is None else fb.to(torch.float64))
     return y.reshape(*lead, -1)
 

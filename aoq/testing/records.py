@@ -13,6 +13,7 @@ import datetime as dt
 import json
 import os
 import platform
+import re
 import subprocess
 import uuid
 from pathlib import Path
@@ -75,11 +76,22 @@ def now() -> str:
 
 
 def git_sha(cwd: str | os.PathLike[str] | None = None) -> str:
+    """The commit the code came from: AOQ_GIT_SHA if set (a copy of the tree without its
+    history, e.g. on a GPU machine), else ``git rev-parse HEAD`` with ``-dirty`` for
+    uncommitted changes to tracked files; ``unknown`` when neither says."""
+    override = os.environ.get("AOQ_GIT_SHA", "").strip()
+    if override:
+        return override
     try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=cwd, timeout=10
-        )
-        sha = out.stdout.strip()
+        sha = subprocess.run(
+            ["git", "rev-parse", "--verify", "-q", "HEAD^{commit}"],
+            capture_output=True,
+            text=True,
+            cwd=cwd,
+            timeout=10,
+        ).stdout.strip()
+        if not re.fullmatch(r"[0-9a-f]{40}", sha):
+            return "unknown"
         dirty = subprocess.run(
             ["git", "status", "--porcelain", "--untracked-files=no"],
             capture_output=True,
@@ -87,7 +99,7 @@ def git_sha(cwd: str | os.PathLike[str] | None = None) -> str:
             cwd=cwd,
             timeout=10,
         ).stdout.strip()
-        return (sha + ("-dirty" if dirty else "")) if sha else "unknown"
+        return sha + ("-dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
         return "unknown"
 
@@ -127,25 +139,42 @@ def new_run(kind: str, backend: str, device: torch.device, arch: str, **extra: A
 class JsonlWriter:
     """Appends a run's header and records to ``<dir>/<run_id>.jsonl``, flushed line by line."""
 
-    def __init__(self, run: RunInfo, directory: str | os.PathLike[str] = "reports/runs") -> None:
+    def __init__(
+        self,
+        run: RunInfo,
+        directory: str | os.PathLike[str] = "reports/runs",
+        name: str | None = None,
+    ) -> None:
+        """``name``: the file name, default ``<run_id>.jsonl`` (shards of one run use
+        ``<run_id>.shard-<i>of<n>.jsonl``). Reopening a file appends to it; a torn last line
+        left by a killed writer is cut off first, so appended lines stay whole."""
         self.run = run
-        self.path = Path(directory) / f"{run.run_id}.jsonl"
+        self.path = Path(directory) / (name or f"{run.run_id}.jsonl")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fresh = not self.path.exists()
+        if not fresh:
+            _cut_torn_tail(self.path)
         self._f: IO[str] = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
         if fresh:
             self._write({"type": "run", **dataclasses.asdict(run)})
 
-    def _write(self, obj: dict[str, Any]) -> None:
-        self._f.write(json.dumps(obj, sort_keys=True, allow_nan=True) + "\n")
+    def _write(self, *objs: dict[str, Any]) -> None:
+        self._f.write("".join(json.dumps(o, sort_keys=True, allow_nan=True) + "\n" for o in objs))
         self._f.flush()
         os.fsync(self._f.fileno())
 
-    def write(self, record: Record) -> None:
+    def _line(self, record: Record) -> dict[str, Any]:
         if record.run_id != self.run.run_id:
             raise ValueError(f"record of run {record.run_id} written to {self.run.run_id}")
         rec = record if record.time else dataclasses.replace(record, time=now())
-        self._write({"type": "record", **dataclasses.asdict(rec)})
+        return {"type": "record", **dataclasses.asdict(rec)}
+
+    def write(self, record: Record) -> None:
+        self._write(self._line(record))
+
+    def write_many(self, records: list[Record]) -> None:
+        """Several records in one write and one fsync (a conformance case and its summary)."""
+        self._write(*(self._line(r) for r in records))
 
     def close(self) -> None:
         self._f.close()
@@ -155,6 +184,14 @@ class JsonlWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _cut_torn_tail(path: Path) -> None:
+    """Truncate a file after its last newline (what a writer killed mid-line leaves)."""
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        with open(path, "r+b") as f:
+            f.truncate(data.rfind(b"\n") + 1)
 
 
 def read_jsonl(path: str | os.PathLike[str]) -> tuple[RunInfo, list[Record]]:

@@ -1,7 +1,10 @@
 """Write the golden checkpoints: one tiny bf16 model per config, both checkpoint routes, and
 what they must decode to. Run once per format version; never regenerate to make a test pass.
 
-    .venv/bin/python tests/golden/make_golden.py [--force]
+    .venv/bin/python tests/golden/make_golden.py [--force | --missing]
+
+--missing writes only the configs that have no golden yet (a new config), leaving every
+existing golden untouched.
 """
 
 import argparse
@@ -32,14 +35,17 @@ def tiny_model() -> nn.Module:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--force", action="store_true", help="overwrite existing goldens")
+    parser.add_argument("--missing", action="store_true", help="write only configs without one")
     args = parser.parse_args()
-    if ROOT.exists() and not args.force:
+    if ROOT.exists() and not (args.force or args.missing):
         print(f"{ROOT} exists; goldens are written once (pass --force to overwrite)")
         return 1
     torch.manual_seed(1234)
     x = torch.randn(4, 128, dtype=torch.bfloat16)
     for config in inference_configs():
         out = ROOT / config.id
+        if args.missing and out.exists():
+            continue
         out.mkdir(parents=True, exist_ok=True)
         model = aoq.quantize_(tiny_model(), config)
         torch.save(model.state_dict(), out / "state_dict.pt")

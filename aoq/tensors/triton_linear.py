@@ -1,0 +1,213 @@
+"""The GPU (CUDA, ROCm) and interpreter kernel entries of every inference scheme.
+
+Each entry is ``fn(x2d, weight, bias) -> y2d`` registered with ``dispatch.kernel(name, check)``
+and listed in ``dispatch.BY_M``. Names say what runs: ``triton.<family>.decode`` (small M),
+``triton.<family>.prefill`` (Triton tiles), ``cublas|hipblaslt.<family>.dequant_mm`` (a
+Triton dequantize, then torch's BLAS matmul), ``cublas|hipblaslt.fp8.scaled_mm``
+(torch._scaled_mm). The canonical checkpoint layouts are read as they are: no derived layout.
+
+Eagerly, a call goes straight to the Triton launcher (a torch.library op costs microseconds
+of host time per call); under torch.compile it goes through the ``torch.ops.aoq`` op, whose
+fake implementation lets the compiler trace it. On CPU tensors (the interpret backend) the
+launchers run the same kernels through Triton's interpreter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from aoq.backends import Backend, platform_of
+from aoq.dispatch import kernel
+from aoq.tensors.activation import split_bias
+from aoq.tensors.base import ActQuant
+from aoq.tensors.float8 import Float8Tensor
+from aoq.tensors.int4 import Int4Tensor
+from aoq.tensors.int8 import Int8Tensor
+
+try:  # the families register their torch.library ops (and the MX cast's CUDA implementation)
+    import aoq.kernels._common  # noqa: F401
+    import aoq.kernels.act_quant  # noqa: F401
+    import aoq.kernels.fp8_mm  # noqa: F401
+    import aoq.kernels.int_act_mm  # noqa: F401
+    import aoq.kernels.mx_cast  # noqa: F401
+    import aoq.kernels.weight_only  # noqa: F401
+    from aoq import kernels as _k
+
+    _IMPORT_ERROR: str | None = None
+except ImportError as e:  # no triton: every GPU entry says why it cannot serve
+    _k = None  # type: ignore[assignment]
+    _IMPORT_ERROR = f"aoq.kernels unavailable ({e}); install triton"
+
+FLOAT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
+INT_ACT_MODE = {ActQuant.INT8_DYNAMIC: 0, ActQuant.INT8_DYNAMIC_ASYM: 1, ActQuant.INT8_STATIC: 2}
+FP8_ARCHS = ("sm89", "sm90", "sm100", "sm103", "sm120", "gfx942", "gfx950")
+"""Archs with float8 conversions and MMA (e4m3fnuz on gfx942, OCP e4m3fn elsewhere)."""
+
+
+def _call(op: str, launcher: Callable[..., Any], *args: Any) -> Any:
+    if torch.compiler.is_compiling():
+        return getattr(torch.ops.aoq, op)(*args)
+    return launcher(*args)
+
+
+def _common(x: torch.Tensor, w: Any) -> str | None:
+    if _k is None:
+        return _IMPORT_ERROR
+    if x.device.type == "cpu" and not _k._common.INTERPRET:
+        return "aoq.kernels was imported without TRITON_INTERPRET=1 (set it before importing aoq)"
+    if x.dtype not in FLOAT_DTYPES:
+        return f"{x.dtype} input (the kernels take bf16, fp16 or fp32)"
+    return None
+
+
+def _fp8_arch(x: torch.Tensor, w: Float8Tensor) -> str | None:
+    platform = platform_of(x.device)
+    if platform.backend is not Backend.INTERPRET and platform.arch not in FP8_ARCHS:
+        return f"{platform.arch} has no float8 instructions (needs one of {FP8_ARCHS})"
+    native = torch.float8_e4m3fnuz if platform.arch == "gfx942" else torch.float8_e4m3fn
+    if platform.backend is not Backend.INTERPRET and w.qdata.dtype != native:
+        return f"{w.qdata.dtype} weights on {platform.arch}, whose float8 is {native}"
+    return None
+
+
+# --- weight-only ------------------------------------------------------------------------------
+
+
+def _wo_parts(w: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    if isinstance(w, Int4Tensor):
+        return w.qdata, w.scale, w.zero_point
+    return w.qdata, w.scale, None
+
+
+def _wo_check(x: torch.Tensor, w: Any, bias: Any) -> str | None:
+    why = _common(x, w)
+    if why is None and isinstance(w, Float8Tensor):
+        why = _fp8_arch(x, w)
+    return why
+
+
+def _weight_only(strategy: int) -> Callable[..., torch.Tensor]:
+    def fn(x: torch.Tensor, w: Any, bias: Any) -> torch.Tensor:
+        fb, _ = split_bias(bias, static=False)
+        q, s, z = _wo_parts(w)
+        return _call(
+            "weight_only_mm", _k.weight_only.weight_only_mm_triton, x, q, s, z, fb, strategy
+        )
+
+    return fn
+
+
+def _dequant_mm(x: torch.Tensor, w: Any, bias: Any) -> torch.Tensor:
+    """Dequantize W to x's dtype (one Triton pass), then torch's matmul (cuBLAS/hipBLASLt)."""
+    fb, _ = split_bias(bias, static=False)
+    q, s, z = _wo_parts(w)
+    wd = _call(
+        "dequantize_weight", _k.weight_only.dequantize_weight_triton, q, s, z, x.shape[1], x.dtype
+    )
+    return F.linear(x, wd, None if fb is None else fb.to(x.dtype))
+
+
+def _blas_check(x: torch.Tensor, w: Any, bias: Any) -> str | None:
+    return _wo_check(x, w, bias) or (
+        None if x.device.type == "cuda" else "BLAS paths serve GPU tensors only"
+    )
+
+
+for _fam in ("int8wo", "int4wo", "fp8wo"):
+    kernel(f"triton.{_fam}.decode", _wo_check)(_weight_only(0))
+    kernel(f"triton.{_fam}.prefill", _wo_check)(_weight_only(1))
+    for _blas in ("cublas", "hipblaslt"):
+        kernel(f"{_blas}.{_fam}.dequant_mm", _blas_check)(_dequant_mm)
+
+
+# --- W8A8 / W4A8 ------------------------------------------------------------------------------
+
+
+def _int_act_check(x: torch.Tensor, w: Any, bias: Any) -> str | None:
+    why = _common(x, w)
+    if why is not None:
+        return why
+    groups = w.scale.shape[-1]
+    if isinstance(w, Int8Tensor) and groups != 1:
+        return "groupwise int8 weights (the W8A8 kernel keeps one int32 accumulator per output)"
+    if isinstance(w, Int4Tensor):
+        gs = w.group_size
+        if gs < 32 or gs & (gs - 1):
+            return f"group_size={gs} (the W4A8 kernel takes powers of two >= 32)"
+    return None
+
+
+def _int_act(strategy: int) -> Callable[..., torch.Tensor]:
+    def fn(x: torch.Tensor, w: Any, bias: Any) -> torch.Tensor:
+        static = w.act is ActQuant.INT8_STATIC
+        mode = INT_ACT_MODE[w.act]
+        xq, xs, xz = _call(
+            "quantize_int8_act", _k.act_quant.quantize_int8_act_triton, x, mode, w.act_scale
+        )
+        fb, ib = split_bias(bias, static)
+        zero = xz if w.act is ActQuant.INT8_DYNAMIC_ASYM else None
+        return _call("int_act_mm", _k.int_act_mm.int_act_mm_triton,
+                     xq, xs, zero, w.qdata, w.scale, fb, ib, x.dtype, strategy)  # fmt: skip
+
+    return fn
+
+
+for _fam in ("w8a8", "w4a8"):
+    kernel(f"triton.{_fam}.decode", _int_act_check)(_int_act(0))
+    kernel(f"triton.{_fam}.prefill", _int_act_check)(_int_act(1))
+
+
+# --- float8 x float8 --------------------------------------------------------------------------
+
+
+def _fp8_quantize(x: torch.Tensor, w: Float8Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    per_row = w.act is ActQuant.FP8_ROW
+    return _call(
+        "quantize_fp8_act", _k.act_quant.quantize_fp8_act_triton, x, per_row, w.qdata.dtype
+    )
+
+
+def _fp8_check(x: torch.Tensor, w: Float8Tensor, bias: Any) -> str | None:
+    return _common(x, w) or _fp8_arch(x, w)
+
+
+def _fp8_triton(strategy: int) -> Callable[..., torch.Tensor]:
+    def fn(x: torch.Tensor, w: Float8Tensor, bias: Any) -> torch.Tensor:
+        fb, _ = split_bias(bias, static=False)
+        xq, xs = _fp8_quantize(x, w)
+        return _call(
+            "fp8_mm", _k.fp8_mm.fp8_mm_triton, xq, xs, w.qdata, w.scale, fb, x.dtype, strategy
+        )
+
+    return fn
+
+
+def _scaled_mm_check(x: torch.Tensor, w: Float8Tensor, bias: Any) -> str | None:
+    why = _fp8_check(x, w, bias)
+    if why is None and x.device.type != "cuda":
+        why = "torch._scaled_mm serves GPU tensors only"
+    n, k = w.shape
+    if why is None and (k % 16 or n % 16):
+        why = f"K={k}, N={n}: torch._scaled_mm needs multiples of 16"
+    if why is None and x.dtype == torch.float32:
+        why = (
+            "float32 output: cuBLAS's fp8 accumulation is ~1e-4 off a float32 sum; the Triton "
+            "kernel widens to exact bf16 operands instead"
+        )
+    return why
+
+
+@kernel("cublas.fp8.scaled_mm", _scaled_mm_check)
+@kernel("hipblaslt.fp8.scaled_mm", _scaled_mm_check)
+def _fp8_scaled_mm(x: torch.Tensor, w: Float8Tensor, bias: Any) -> torch.Tensor:
+    fb, _ = split_bias(bias, static=False)
+    xq, xs = _fp8_quantize(x, w)
+    return _k.fp8_mm.scaled_mm(xq, xs, w.qdata, w.scale, fb, x.dtype)
+
+
+kernel("triton.fp8.decode", _fp8_check)(_fp8_triton(0))
+kernel("triton.fp8.prefill", _fp8_check)(_fp8_triton(1))

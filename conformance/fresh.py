@@ -1,0 +1,141 @@
+"""Fresh-process checkpoint checks: ``python -m conformance.fresh RESULTS DIR [DIR ...]``.
+
+A process that has done nothing but ``import aoq`` loads what worker processes saved (one
+directory per case, see ``cell.save_checkpoint``) and checks, per case:
+
+- save_load: ``torch.load(weights_only=True)`` + ``load_state_dict(assign=True)`` into a model
+  built on the meta device;
+- pretrained: ``aoq.load_pretrained`` into a meta-device model;
+- prequant_bias: ``aoq.load_pretrained`` of the prequantized checkpoint (bias included, int32
+  for static activations) into a plain, materialized float model, as a user would;
+- cross_device (GPU cases only): the same checkpoint loaded on the CPU.
+
+Same device: every stored tensor and the output are bit-identical to what the worker saw.
+Across devices: tensors bit-identical, output within the output tolerance of the float64
+oracle. One JSON line per case is appended to RESULTS as soon as it is done, so the runner
+knows which cases a crashing batch got through.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+import aoq
+from aoq.testing.matrix import DTYPES
+from aoq.testing.metrics import bit_equal, max_rel_error
+from aoq.testing.oracle import float64_linear, float_torch_error
+from conformance.checks import (
+    CheckResult,
+    device_for,
+    digest_diff,
+    state_digests,
+    verdict,
+    weight_and_bias,
+)
+
+
+def _meta_linear(spec: dict[str, Any]) -> nn.Linear:
+    with torch.device("meta"):
+        return nn.Linear(spec["k"], spec["n"], bias=True, dtype=DTYPES[spec["dtype"]])
+
+
+def _same(
+    check: str, m: nn.Module, spec: dict[str, Any], io: dict[str, torch.Tensor]
+) -> CheckResult:
+    diff = digest_diff(spec["digests"], state_digests(m.state_dict()))
+    if diff:
+        return verdict(check, False, diff)
+    with torch.no_grad():
+        y = m(io["x"])
+    return verdict(check, bit_equal(y, io["y"]), "output is not bit-identical to the saved one")
+
+
+def save_load(d: Path, spec: dict[str, Any], io: dict[str, torch.Tensor]) -> CheckResult:
+    m = _meta_linear(spec)
+    m.load_state_dict(torch.load(d / "sd.pt", weights_only=True), assign=True)
+    return _same("save_load", m, spec, io)
+
+
+def pretrained(d: Path, spec: dict[str, Any], io: dict[str, torch.Tensor]) -> CheckResult:
+    device = device_for(spec["backend"])
+    m = aoq.load_pretrained(_meta_linear(spec), d / "pretrained", device=device)
+    return _same("pretrained", m, spec, io)
+
+
+def prequant_bias(d: Path, spec: dict[str, Any], io: dict[str, torch.Tensor]) -> CheckResult:
+    device = device_for(spec["backend"])
+    if not any(k == "bias" or k.startswith("bias:") for k in spec["digests"]):
+        return verdict("prequant_bias", False, "the saved checkpoint has no bias")
+    plain = nn.Linear(spec["k"], spec["n"], bias=True, dtype=DTYPES[spec["dtype"]], device=device)
+    m = aoq.load_pretrained(plain, d / "pretrained", device=device)
+    return _same("prequant_bias", m, spec, io)
+
+
+def cross_device(d: Path, spec: dict[str, Any], io: dict[str, torch.Tensor]) -> CheckResult:
+    m = _meta_linear(spec)
+    m.load_state_dict(torch.load(d / "sd.pt", weights_only=True, map_location="cpu"), assign=True)
+    diff = digest_diff(spec["digests"], state_digests(m.state_dict()))
+    if diff:
+        return verdict("cross_device", False, f"loaded on cpu: {diff}")
+    x = io["x"].cpu()
+    with torch.no_grad():
+        y = m(x)
+    if not x.numel():
+        return verdict("cross_device", tuple(y.shape) == tuple(io["y"].shape), "output shape")
+    tol = spec["output_tol"]
+    w, b = weight_and_bias(m)
+    err = max_rel_error(float64_linear(x, w, b), y)
+    budget = max(tol["rel_factor"] * float_torch_error(x, w, b), tol["rel_min"])
+    return verdict(
+        "cross_device",
+        err <= budget,
+        f"on cpu: relative error {err:.3g} > budget {budget:.3g} vs the float64 oracle",
+        rel_err=err,
+        budget=budget,
+        vs_device=max_rel_error(io["y"].cpu(), y),
+    )
+
+
+CHECKS: dict[str, Callable[[Path, dict[str, Any], dict[str, torch.Tensor]], CheckResult]] = {
+    "save_load": save_load,
+    "pretrained": pretrained,
+    "prequant_bias": prequant_bias,
+    "cross_device": cross_device,
+}
+
+
+def check_case(d: Path) -> dict[str, Any]:
+    spec = json.loads((d / "spec.json").read_text())
+    io = torch.load(d / "io.pt", weights_only=True)
+    results = []
+    for name, fn in CHECKS.items():
+        if name == "cross_device" and spec["backend"] not in ("cuda", "rocm"):
+            continue
+        try:
+            results.append(fn(d, spec, io))
+        except Exception as e:  # a checkpoint that does not load is a failed round trip
+            results.append(verdict(name, False, f"{type(e).__name__}: {e}"))
+    return {"case_id": spec["case_id"], "results": [r.to_json() for r in results]}
+
+
+def main(argv: list[str]) -> int:
+    from conformance.worker import die_with_parent
+
+    die_with_parent()
+    out = Path(argv[0])
+    with out.open("a", encoding="utf-8") as f:
+        for d in argv[1:]:
+            f.write(json.dumps(check_case(Path(d))) + "\n")
+            f.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

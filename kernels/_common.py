@@ -1,0 +1,142 @@
+"""What every kernel family shares: the interpreter switch, the strategy enum, dtype maps and
+the small ``@triton.jit`` helpers whose rounding must match aoq.formats bit for bit.
+
+The interpreter is chosen when a kernel is *defined* (``triton.jit`` reads TRITON_INTERPRET at
+decoration time), so ``INTERPRET`` is read once, at import, and launchers refuse CPU tensors
+when the kernels were defined for a GPU: set TRITON_INTERPRET=1 before importing aoq.kernels.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+from aoq.backends import Backend
+
+INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def _check_interpreter_numpy() -> None:
+    """triton 3.6's interpreter turns run-time loop bounds into ints with ``int(array([k]))``,
+    which numpy >= 2.4 rejects, so every kernel with a run-time loop bound fails
+    (triton-lang/triton#9171, fixed by #9172 after 3.6). aoq pins numpy < 2.4 for the
+    interpreter rather than patching triton; say so clearly instead of failing deep inside."""
+    import numpy as np
+
+    try:
+        int(np.array([1]))  # type: ignore[call-overload]
+    except TypeError:
+        raise ImportError(
+            f"TRITON_INTERPRET=1 with numpy {np.__version__} and triton {triton.__version__}: "
+            "this triton's interpreter fails on numpy >= 2.4 (triton-lang/triton#9171); "
+            "install numpy<2.4 (requirements-dev.txt pins it) or a triton with the fix"
+        ) from None
+
+
+if INTERPRET:
+    _check_interpreter_numpy()
+TINY = float(torch.finfo(torch.float32).tiny)
+TINY_F32: tl.constexpr = tl.constexpr(TINY)
+"""TINY as a kernel constant (kernels read only constexpr globals)."""
+FLOAT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
+
+
+class Strategy(enum.IntEnum):
+    """How a matmul kernel walks its output (an int in op schemas; never a string)."""
+
+    DECODE = 0
+    """Small M, memory bound: many narrow programs along N, long K tiles with wide loads.
+    M == 1 runs as a GEMV (FMA into a [BLOCK_N, BLOCK_K] register tile, one reduction at the
+    end); 2 <= M <= 16 pads M to one 16-row tile for the matrix units."""
+    PREFILL = 1
+    """Large M, compute bound: square output tiles, the weight dequantized in the main loop."""
+
+
+class WeightFormat(enum.IntEnum):
+    """Weight codes a kernel reads (a constexpr, so each format compiles its own branch)."""
+
+    INT8 = 0
+    """int8 symmetric codes [N, K]; scale [N, G]."""
+    UINT4 = 1
+    """two uint4 codes per byte [N, K // 2], low nibble first; scale and zero point [N, G]."""
+    FP8 = 2
+    """float8 codes [N, K]; one scale per output channel."""
+    INT4_SYM = 3
+    """two int4 codes per byte, each nibble holding q + 8 (W4A8); scale [N, G]."""
+
+
+def backend_of(device: torch.device) -> Backend:
+    """The backend that runs a launch on ``device`` (refuses CPU tensors outside the
+    interpreter, with the fix)."""
+    if device.type == "cuda":
+        return Backend.ROCM if torch.version.hip is not None else Backend.CUDA
+    if INTERPRET:
+        return Backend.INTERPRET
+    raise RuntimeError(
+        f"aoq.kernels got a {device.type} tensor but its kernels were compiled for GPUs; to "
+        "run them on CPU set TRITON_INTERPRET=1 before aoq.kernels is first imported"
+    )
+
+
+def dot_flags(dtype: torch.dtype) -> tuple[bool, str]:
+    """(UPCAST, PRECISION) for a tl.dot on ``dtype`` operands. The interpreter computes bf16
+    and fp16 dots wrongly, so it upcasts to float32. IEEE precision everywhere: float32
+    operands then multiply in full float32 (a tf32 dot would be ~1e3x less accurate than
+    torch's float32 matmul), bf16/fp16 ignore it, and every backend accepts it (AMD's CDNA2/4
+    reject "tf32")."""
+    return INTERPRET, "ieee"
+
+
+def out_dtype_for(dtype: torch.dtype) -> torch.dtype:
+    """The dtype a kernel stores: ``dtype`` on GPUs; float32 under the interpreter, whose
+    float downcasts round half away from zero without carrying into the exponent (the
+    launcher then casts with torch, which rounds to nearest even)."""
+    return torch.float32 if INTERPRET else dtype
+
+
+def check_2d(name: str, t: torch.Tensor, dtypes: tuple[torch.dtype, ...]) -> None:
+    if t.dim() != 2 or not t.is_contiguous() or t.dtype not in dtypes:
+        raise ValueError(
+            f"{name}: expected a contiguous 2-D tensor of {dtypes}, got {tuple(t.shape)} "
+            f"{t.dtype} (contiguous={t.is_contiguous()}); call .contiguous() or cast it"
+        )
+
+
+def m_bucket(m: int) -> int:
+    """Autotuning key for M: powers of two up to 16, then 64, 256, 1024 and "more"."""
+    for b in (1, 2, 4, 8, 16, 64, 256, 1024):
+        if m <= b:
+            return b
+    return 4096
+
+
+# --- jit helpers ----------------------------------------------------------------------------
+
+
+@triton.jit
+def rne(v):
+    """Round half to even for |v| < 2**22 (callers clamp first): adding 1.5 * 2**23 leaves no
+    fraction bits, so the float32 add itself rounds to nearest even (torch.round's rule).
+    Portable (no libdevice) and the interpreter computes it the same way."""
+    return (v + 12582912.0) - 12582912.0
+
+
+@triton.jit
+def mma(a, b, acc, UPCAST: tl.constexpr, PRECISION: tl.constexpr):
+    """acc + a @ b; under the interpreter float operands go through float32 (its bf16 dot is
+    wrong) and integer operands stay int8 (its int8 dot is exact)."""
+    if UPCAST and a.dtype.is_floating():
+        a = a.to(tl.float32)
+        b = b.to(tl.float32)
+    return tl.dot(a, b, acc, input_precision=PRECISION, out_dtype=acc.dtype)
+
+
+@triton.jit
+def unpack_nibbles(packed):
+    """uint8 [R, C] -> int32 [R, 2C]: low nibble first (aoq.formats.packing)."""
+    p = packed.to(tl.int32)
+    return tl.interleave(p & 0xF, p >> 4)

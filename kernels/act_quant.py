@@ -1,0 +1,264 @@
+"""Activation quantization: int8 per token (symmetric, asymmetric, static) and float8 per row
+or per tensor. One pass over x for the per-token modes (the row is read once into registers
+when it fits, else twice: amax, then codes); per-tensor float8 adds a row-amax pass.
+
+Bit-exact with aoq.formats: every division is an IEEE division (``tl.div_rn``, as
+aoq.formats.arith.true_div), rounding is half to even (``rne``), and the clamps come first
+so that the rounding sees the same values::
+
+    int8 sym    s = max(amax / 127, TINY)                 q = clamp(rne(x / s), -127, 127)
+    int8 asym   s = max((hi - lo) / 255, TINY)            z = clamp(rne(-lo / s - 128), -128, 127)
+                q = clamp(rne(x / s) + z, -128, 127)      (lo = min(min x, 0), hi = max(max x, 0))
+    int8 static q = clamp(rne(x / act_scale), -127, 127)
+    fp8         s = max(amax / FMAX, TINY)                q = cast_rne(clamp(x / s, -FMAX, FMAX))
+
+Ops (namespace ``aoq``): ``quantize_int8_act(x, mode, act_scale) -> (q, scale, zero)`` and
+``quantize_fp8_act(x, per_row, fp8_dtype) -> (q, scale)``; CPU runs the reference.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import torch
+import triton
+import triton.language as tl
+from aoq.kernels._common import (
+    FLOAT_DTYPES,
+    TINY,
+    TINY_F32,
+    backend_of,
+    check_2d,
+    out_dtype_for,
+    rne,
+)
+
+from aoq.formats import affine, float8
+
+
+class ActMode(enum.IntEnum):
+    """Activation quantization of one launch (an int in the op schema)."""
+
+    INT8_SYM = 0
+    INT8_ASYM = 1
+    INT8_STATIC = 2
+    FP8 = 3
+    """float8 with the scale computed per row (or given, for the per-tensor second pass)."""
+
+
+@triton.jit
+def _scale_zero(lo, hi, MODE: tl.constexpr, QMAX: tl.constexpr):
+    """Per-row (scale, zero point as float) from the row's min/max (both clamped through 0)."""
+    if MODE == 1:
+        s = tl.maximum(tl.div_rn(hi - lo, 255.0), TINY_F32)
+        z = tl.minimum(tl.maximum(rne(tl.div_rn(-lo, s) - 128.0), -128.0), 127.0)
+    else:
+        s = tl.maximum(tl.div_rn(tl.maximum(hi, -lo), QMAX), TINY_F32)
+        z = tl.zeros_like(s)
+    return s, z
+
+
+@triton.jit
+def _codes(x, s, z, q_dtype, MODE: tl.constexpr, QMAX: tl.constexpr):
+    """x [BLOCK_M, BLOCK_K] -> codes, with s and z [BLOCK_M]."""
+    v = tl.div_rn(x.to(tl.float32), s[:, None])
+    if MODE == 3:
+        q = tl.minimum(tl.maximum(v, -QMAX), QMAX).to(q_dtype, fp_downcast_rounding="rtne")
+    elif MODE == 1:
+        v = rne(tl.minimum(tl.maximum(v, -512.0), 512.0)) + z[:, None]
+        q = tl.minimum(tl.maximum(v, -128.0), 127.0).to(tl.int8)
+    else:
+        q = rne(tl.minimum(tl.maximum(v, -QMAX), QMAX)).to(tl.int8)
+    return q
+
+
+@triton.jit
+def _act_quant_kernel(
+    x_ptr, q_ptr, s_ptr, z_ptr, given_ptr, M, K, stride_xm, stride_qm,
+    MODE: tl.constexpr, GIVEN: tl.constexpr, QMAX: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, ONE_TILE: tl.constexpr,
+):  # fmt: skip
+    """Quantize BLOCK_M rows. GIVEN: the scale is the float32 scalar at given_ptr (static
+    int8, or the per-tensor float8 scale from the amax pass). ONE_TILE: K <= BLOCK_K, the
+    rows are read once and kept in registers."""
+    offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    mmask = offs_m < M
+    x_rows = x_ptr + offs_m.to(tl.int64)[:, None] * stride_xm
+    q_rows = q_ptr + offs_m.to(tl.int64)[:, None] * stride_qm
+    q_dtype = q_ptr.dtype.element_ty
+    if ONE_TILE:
+        offs_k = tl.arange(0, BLOCK_K)
+        mask = mmask[:, None] & (offs_k < K)[None, :]
+        x = tl.load(x_rows + offs_k[None, :], mask=mask, other=0.0).to(tl.float32)
+        if GIVEN:
+            s = tl.zeros((BLOCK_M,), tl.float32) + tl.load(given_ptr)
+            z = tl.zeros((BLOCK_M,), tl.float32)
+        else:
+            lo = tl.minimum(tl.min(x, axis=1), 0.0)
+            hi = tl.maximum(tl.max(x, axis=1), 0.0)
+            s, z = _scale_zero(lo, hi, MODE, QMAX)
+        tl.store(q_rows + offs_k[None, :], _codes(x, s, z, q_dtype, MODE, QMAX), mask=mask)
+    else:
+        if GIVEN:
+            s = tl.zeros((BLOCK_M,), tl.float32) + tl.load(given_ptr)
+            z = tl.zeros((BLOCK_M,), tl.float32)
+        else:
+            lo = tl.zeros((BLOCK_M,), tl.float32)
+            hi = tl.zeros((BLOCK_M,), tl.float32)
+            for k0 in range(0, K, BLOCK_K):
+                offs_k = k0 + tl.arange(0, BLOCK_K)
+                mask = mmask[:, None] & (offs_k < K)[None, :]
+                x = tl.load(x_rows + offs_k[None, :], mask=mask, other=0.0).to(tl.float32)
+                lo = tl.minimum(lo, tl.min(x, axis=1))
+                hi = tl.maximum(hi, tl.max(x, axis=1))
+            s, z = _scale_zero(lo, hi, MODE, QMAX)
+        for k0 in range(0, K, BLOCK_K):
+            offs_k = k0 + tl.arange(0, BLOCK_K)
+            mask = mmask[:, None] & (offs_k < K)[None, :]
+            x = tl.load(x_rows + offs_k[None, :], mask=mask, other=0.0)
+            tl.store(q_rows + offs_k[None, :], _codes(x, s, z, q_dtype, MODE, QMAX), mask=mask)
+    if not GIVEN:
+        tl.store(s_ptr + offs_m, s, mask=mmask)
+        if MODE == 1:
+            tl.store(z_ptr + offs_m, z.to(tl.int32), mask=mmask)
+
+
+@triton.jit
+def _row_amax_kernel(x_ptr, out_ptr, M, K, stride_xm, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+    offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    mmask = offs_m < M
+    amax = tl.zeros((BLOCK_M,), tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        offs_k = k0 + tl.arange(0, BLOCK_K)
+        mask = mmask[:, None] & (offs_k < K)[None, :]
+        x = tl.load(
+            x_ptr + offs_m.to(tl.int64)[:, None] * stride_xm + offs_k[None, :], mask=mask, other=0.0
+        )
+        amax = tl.maximum(amax, tl.max(tl.abs(x.to(tl.float32)), axis=1))
+    tl.store(out_ptr + offs_m, amax, mask=mmask)
+
+
+def _blocks(m: int, k: int) -> tuple[int, int, int]:
+    """(BLOCK_M, BLOCK_K, num_warps): a whole row per step up to 8192 features (read once,
+    kept in registers), and at least ~4096 elements per program for wide rows of short K."""
+    bk = min(triton.next_power_of_2(max(k, 16)), 8192)
+    bm = max(1, min(4096 // bk, triton.next_power_of_2(max(m, 1))))
+    warps = 8 if bm * bk >= 8192 else 4
+    return bm, bk, warps
+
+
+def quantize_int8_act_triton(
+    x: torch.Tensor, mode: int, act_scale: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Triton launcher of ``aoq::quantize_int8_act``: (q int8 [M, K], scale float32 [M] (a
+    0-d copy of act_scale when static), zero int32 [M] (zeros unless asymmetric))."""
+    check_2d("x", x, FLOAT_DTYPES)
+    backend_of(x.device)
+    m, k = x.shape
+    amode = ActMode(mode)
+    q = torch.empty((m, k), dtype=torch.int8, device=x.device)
+    zero = torch.zeros(m, dtype=torch.int32, device=x.device)
+    if amode is ActMode.INT8_STATIC:
+        if act_scale is None or act_scale.numel() != 1:
+            raise ValueError("static int8 activations need a one-element float32 act_scale")
+        scale = act_scale.reshape(()).to(torch.float32)
+    else:
+        scale = torch.empty(m, dtype=torch.float32, device=x.device)
+    if m == 0 or k == 0:
+        return q, scale, zero
+    bm, bk, warps = _blocks(m, k)
+    _act_quant_kernel[(triton.cdiv(m, bm),)](
+        x, q, scale, zero, scale, m, k, x.stride(0), q.stride(0),
+        MODE=int(amode), GIVEN=amode is ActMode.INT8_STATIC, QMAX=127.0,
+        BLOCK_M=bm, BLOCK_K=bk, ONE_TILE=k <= bk, num_warps=warps,
+    )  # fmt: skip
+    return q, scale, zero
+
+
+def quantize_fp8_act_triton(
+    x: torch.Tensor, per_row: bool, fp8_dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Triton launcher of ``aoq::quantize_fp8_act``: (q [M, K] fp8, scale [M, 1] or [1])."""
+    check_2d("x", x, FLOAT_DTYPES)
+    backend_of(x.device)
+    fmax = float8.fp8_max(fp8_dtype)
+    m, k = x.shape
+    q = torch.empty((m, k), dtype=out_dtype_for(fp8_dtype), device=x.device)
+    bm, bk, warps = _blocks(m, k)
+    grid = (triton.cdiv(m, bm),)
+    if per_row:
+        scale = torch.empty((m, 1), dtype=torch.float32, device=x.device)
+        if m and k:
+            _act_quant_kernel[grid](
+                x, q, scale, scale, scale, m, k, x.stride(0), q.stride(0),
+                MODE=int(ActMode.FP8), GIVEN=False, QMAX=fmax,
+                BLOCK_M=bm, BLOCK_K=bk, ONE_TILE=k <= bk, num_warps=warps,
+            )  # fmt: skip
+        elif m:
+            scale.fill_(TINY)
+        return q.to(fp8_dtype), scale
+    amax = torch.zeros(max(m, 1), dtype=torch.float32, device=x.device)
+    if m and k:
+        _row_amax_kernel[grid](x, amax, m, k, x.stride(0), BLOCK_M=bm, BLOCK_K=bk, num_warps=warps)
+    # a device-side IEEE division (torch.full is a kernel, so CUDA graphs can capture it)
+    scale = torch.clamp(amax.amax().reshape(1) / torch.full_like(amax[:1], fmax), min=TINY)
+    if m and k:
+        _act_quant_kernel[grid](
+            x, q, scale, scale, scale, m, k, x.stride(0), q.stride(0),
+            MODE=int(ActMode.FP8), GIVEN=True, QMAX=fmax,
+            BLOCK_M=bm, BLOCK_K=bk, ONE_TILE=k <= bk, num_warps=warps,
+        )  # fmt: skip
+    return q.to(fp8_dtype), scale
+
+
+# --- torch.library ----------------------------------------------------------------------------
+
+
+@torch.library.custom_op("aoq::quantize_int8_act", mutates_args=(), device_types="cpu")
+def quantize_int8_act(
+    x: torch.Tensor, mode: int, act_scale: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Reference (aoq.formats.affine) on CPU; see quantize_int8_act_triton for the outputs."""
+    amode = ActMode(mode)
+    if amode is ActMode.INT8_SYM:
+        q, s = affine.quantize_per_token_int8(x)
+        return q, s, torch.zeros(x.shape[0], dtype=torch.int32)
+    if amode is ActMode.INT8_ASYM:
+        return affine.quantize_per_token_int8_asymmetric(x)
+    if amode is ActMode.INT8_STATIC and act_scale is not None:
+        scale = act_scale.reshape(()).to(torch.float32)
+        q = affine.quantize_static_int8(x, scale)
+        return q, scale.clone(), torch.zeros(x.shape[0], dtype=torch.int32)
+    raise ValueError(f"mode={mode} ({amode.name}) needs {'an act_scale' if mode == 2 else 'int8'}")
+
+
+@quantize_int8_act.register_fake
+def _(x, mode, act_scale):  # type: ignore[no-untyped-def]
+    m = x.shape[0]
+    scale = (
+        x.new_empty((), dtype=torch.float32)
+        if mode == 2
+        else x.new_empty((m,), dtype=torch.float32)
+    )
+    return x.new_empty(x.shape, dtype=torch.int8), scale, x.new_empty((m,), dtype=torch.int32)
+
+
+quantize_int8_act.register_kernel("cuda")(quantize_int8_act_triton)
+
+
+@torch.library.custom_op("aoq::quantize_fp8_act", mutates_args=(), device_types="cpu")
+def quantize_fp8_act(
+    x: torch.Tensor, per_row: bool, fp8_dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Reference (aoq.formats.float8.quantize_fp8) on CPU."""
+    g = float8.Granularity.ROW if per_row else float8.Granularity.TENSOR
+    return float8.quantize_fp8(x, g, fp8_dtype)
+
+
+@quantize_fp8_act.register_fake
+def _(x, per_row, fp8_dtype):  # type: ignore[no-untyped-def]
+    shape = (x.shape[0], 1) if per_row else (1,)
+    return x.new_empty(x.shape, dtype=fp8_dtype), x.new_empty(shape, dtype=torch.float32)
+
+
+quantize_fp8_act.register_kernel("cuda")(quantize_fp8_act_triton)

@@ -1,0 +1,204 @@
+"""Integer-activation linears: W8A8 (int8 per-channel weights) and W4A8 (int4 symmetric
+groupwise weights), int8 activations per token (symmetric, asymmetric) or static.
+
+Math (aoq.formats.linear.int_act_linear), with exact int32 accumulators from the int8 MMA::
+
+    acc[m, n, g] = Σ_{k in g} xq[m, k] · wq[n, k]  −  xz[m] · Σ_{k in g} wq[n, k]   (asym)
+    static bias: acc[m, n, g*(n)] += bq[n]
+    y[m, n] = xs[m] · Σ_g float(acc[m, n, g]) · ws[n, g]  (+ float bias)
+
+Per-channel weights keep one accumulator over all of K and scale it in the epilogue (so the
+float32 result matches the reference bit for bit); groupwise weights flush one group's
+accumulator into a float32 sum at the end of each group, which needs BLOCK_K to divide the
+group size (configs.fit_group caps it). int4 codes are unpacked in the main loop
+(nibble − 8 -> int8) and never reach memory as bytes of their own.
+
+Op (namespace ``aoq``): ``int_act_mm``; CPU runs the reference.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+from aoq.kernels._common import (
+    FLOAT_DTYPES,
+    Strategy,
+    backend_of,
+    check_2d,
+    m_bucket,
+    mma,
+    out_dtype_for,
+    unpack_nibbles,
+)
+from aoq.kernels.configs import autotune, fit_group, mm_configs
+
+from aoq.formats import linear as ref
+from aoq.formats.packing import unpack_uint4
+
+
+@triton.jit
+def _flush(acc, accf, g, s_ptr, offs_n, nmask, G, bq, gstar, HAS_BIAS_INT: tl.constexpr):
+    """Group g is complete: add the static bias where g == g*(n), scale, start a new group."""
+    if HAS_BIAS_INT:
+        acc += tl.where(gstar == g, bq, 0)[None, :]
+    ws = tl.load(s_ptr + offs_n.to(tl.int64) * G + g, mask=nmask, other=0.0)
+    return tl.zeros_like(acc), accf + acc.to(tl.float32) * ws[None, :]
+
+
+@triton.jit
+def _int_act_mm_kernel(
+    xq_ptr, xs_ptr, xz_ptr, w_ptr, s_ptr, b_ptr, bq_ptr, gstar_ptr, y_ptr,
+    M, N, K, G, stride_xm, stride_wn, stride_ym, M_KEY,
+    INT4: tl.constexpr, GROUP_SIZE: tl.constexpr, PER_CHANNEL: tl.constexpr,
+    ASYM: tl.constexpr, STATIC: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_BIAS_INT: tl.constexpr,
+    UPCAST: tl.constexpr, PRECISION: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+):  # fmt: skip
+    pid_n = tl.program_id(0)
+    pid_m = tl.program_id(1)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    mmask = offs_m < M
+    nmask = offs_n < N
+    x_rows = xq_ptr + offs_m.to(tl.int64)[:, None] * stride_xm
+    w_rows = w_ptr + offs_n.to(tl.int64)[:, None] * stride_wn
+    if ASYM:
+        xz = tl.load(xz_ptr + offs_m, mask=mmask, other=0)
+    bq = tl.load(bq_ptr + offs_n, mask=nmask & HAS_BIAS_INT, other=0)
+    gstar = tl.load(gstar_ptr + offs_n, mask=nmask & HAS_BIAS_INT & (not PER_CHANNEL), other=-1)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int32)
+    accf = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        offs_k = k0 + tl.arange(0, BLOCK_K)
+        kmask = offs_k < K
+        xt = tl.load(x_rows + offs_k[None, :], mask=mmask[:, None] & kmask[None, :], other=0)
+        if INT4:
+            offs_b = k0 // 2 + tl.arange(0, BLOCK_K // 2)
+            bmask = nmask[:, None] & (offs_b < K // 2)[None, :]
+            packed = tl.load(w_rows + offs_b[None, :], mask=bmask, other=0x88)
+            wt = tl.trans((unpack_nibbles(packed) - 8).to(tl.int8))
+        else:  # [BLOCK_K, BLOCK_N], transposed by the pointers (K-major B operand)
+            w_cols = w_ptr + offs_n.to(tl.int64)[None, :] * stride_wn
+            wt = tl.load(w_cols + offs_k[:, None], mask=kmask[:, None] & nmask[None, :], other=0)
+        acc = mma(xt, wt, acc, UPCAST, PRECISION)
+        if ASYM:
+            wsum = tl.sum(wt.to(tl.int32), axis=0)
+            acc -= xz[:, None] * wsum[None, :]
+        # the end of group g: one tile per group needs no run-time branch (a constexpr test)
+        if GROUP_SIZE == BLOCK_K:  # noqa: SIM114 - constexpr branch, then a run-time one
+            acc, accf = _flush(acc, accf, k0 // GROUP_SIZE, s_ptr, offs_n, nmask, G,
+                               bq, gstar, HAS_BIAS_INT)  # fmt: skip
+        elif not PER_CHANNEL and (k0 + BLOCK_K) % GROUP_SIZE == 0:
+            acc, accf = _flush(acc, accf, k0 // GROUP_SIZE, s_ptr, offs_n, nmask, G,
+                               bq, gstar, HAS_BIAS_INT)  # fmt: skip
+    if PER_CHANNEL:
+        if HAS_BIAS_INT:
+            acc += bq[None, :]
+        accf = acc.to(tl.float32) * tl.load(s_ptr + offs_n, mask=nmask, other=0.0)[None, :]
+    if STATIC:
+        y = accf * tl.load(xs_ptr)
+    else:
+        y = accf * tl.load(xs_ptr + offs_m, mask=mmask, other=0.0)[:, None]
+    if HAS_BIAS:
+        y = y + tl.load(b_ptr + offs_n, mask=nmask, other=0.0).to(tl.float32)[None, :]
+    y_ptrs = y_ptr + offs_m.to(tl.int64)[:, None] * stride_ym + offs_n[None, :]
+    tl.store(y_ptrs, y.to(y_ptr.dtype.element_ty), mask=mmask[:, None] & nmask[None, :])
+
+
+_TUNED: dict[tuple, object] = {}
+
+
+def _tuned(strategy: Strategy, device: torch.device, group_size: int):
+    backend = backend_of(device)
+    key = (backend, strategy, group_size)
+    if key not in _TUNED:
+        configs = mm_configs(backend, strategy, gemv=False, int_dot=True)
+        _TUNED[key] = autotune(
+            _int_act_mm_kernel,
+            fit_group(configs, group_size),
+            ["M_KEY", "N", "K", "INT4", "PER_CHANNEL"],
+        )
+    return _TUNED[key]
+
+
+def int_act_mm_triton(
+    xq: torch.Tensor,
+    x_scale: torch.Tensor,
+    x_zero: torch.Tensor | None,
+    wq: torch.Tensor,
+    w_scale: torch.Tensor,
+    bias: torch.Tensor | None,
+    bias_int: torch.Tensor | None,
+    out_dtype: torch.dtype,
+    strategy: int,
+) -> torch.Tensor:
+    """Triton launcher of ``aoq::int_act_mm``. xq int8 [M, K]; x_scale float32 [M] or [];
+    x_zero int32 [M] or None; wq int8 [N, K] or packed int4 uint8 [N, K // 2]; w_scale
+    float32 [N, G]; bias float [N]; bias_int int32 [N] (static only)."""
+    check_2d("xq", xq, (torch.int8,))
+    backend_of(xq.device)
+    m, k = xq.shape
+    n = wq.shape[0]
+    int4 = wq.dtype == torch.uint8
+    check_2d("wq", wq, (torch.uint8, torch.int8))
+    if wq.shape[1] * (2 if int4 else 1) != k:
+        raise ValueError(f"weight {tuple(wq.shape)} {wq.dtype} does not match K={k}")
+    groups = w_scale.shape[-1]
+    gs = k // groups
+    per_channel = groups == 1
+    if not per_channel and (gs < 32 or gs & (gs - 1)):
+        raise ValueError(
+            f"group_size={gs}: the Triton kernel takes powers of two >= 32 (one int8 MMA K step); "
+            "use the reference kernel for other group sizes"
+        )
+    if out_dtype not in FLOAT_DTYPES:
+        raise ValueError(f"out_dtype={out_dtype}; expected one of {FLOAT_DTYPES}")
+    y = torch.empty((m, n), dtype=out_dtype_for(out_dtype), device=xq.device)
+    if m == 0:
+        return y.to(out_dtype)
+    static = x_scale.dim() == 0
+    ws = w_scale.contiguous()
+    gstar = ref.bias_group(ws).to(torch.int32) if bias_int is not None and not per_channel else ws
+    strat = Strategy(strategy)
+
+    def grid(meta: dict) -> tuple[int, int]:
+        return (triton.cdiv(n, meta["BLOCK_N"]), triton.cdiv(m, meta["BLOCK_M"]))
+
+    _tuned(strat, xq.device, 0 if per_channel else gs)[grid](  # type: ignore[index]
+        xq, x_scale, x_zero if x_zero is not None else x_scale, wq, ws,
+        bias if bias is not None else ws, bias_int if bias_int is not None else ws, gstar, y,
+        m, n, k, groups, xq.stride(0), wq.stride(0), y.stride(0), m_bucket(m),
+        INT4=int4, GROUP_SIZE=gs if not per_channel else 0, PER_CHANNEL=per_channel,
+        ASYM=x_zero is not None, STATIC=static, HAS_BIAS=bias is not None,
+        HAS_BIAS_INT=bias_int is not None, UPCAST=False, PRECISION="ieee",
+    )  # fmt: skip
+    return y.to(out_dtype)
+
+
+# --- torch.library ----------------------------------------------------------------------------
+
+
+@torch.library.custom_op("aoq::int_act_mm", mutates_args=(), device_types="cpu")
+def int_act_mm(
+    xq: torch.Tensor,
+    x_scale: torch.Tensor,
+    x_zero: torch.Tensor | None,
+    wq: torch.Tensor,
+    w_scale: torch.Tensor,
+    bias: torch.Tensor | None,
+    bias_int: torch.Tensor | None,
+    out_dtype: torch.dtype,
+    strategy: int,
+) -> torch.Tensor:
+    """Reference (aoq.formats.linear.int_act_linear) on CPU; int4 codes are unpacked first."""
+    codes = unpack_uint4(wq).to(torch.int8) - 8 if wq.dtype == torch.uint8 else wq
+    return ref.int_act_linear(xq, x_scale, x_zero, codes, w_scale, out_dtype, bias, bias_int)
+
+
+@int_act_mm.register_fake
+def _(xq, x_scale, x_zero, wq, w_scale, bias, bias_int, out_dtype, strategy):  # type: ignore[no-untyped-def]
+    return xq.new_empty((xq.shape[0], wq.shape[0]), dtype=out_dtype)
+
+
+int_act_mm.register_kernel("cuda")(int_act_mm_triton)

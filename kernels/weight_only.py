@@ -1,0 +1,284 @@
+"""Weight-only linears (int8, int4 asymmetric groupwise, fp8 per channel): y = x Wᵀ + b with W
+dequantized from its codes inside the kernel, and the dequantize kernel behind the
+dequantize-then-BLAS prefill path.
+
+Math (aoq.formats.linear.weight_only_linear): W[n, k] = (q[n, k] - z[n, g]) * s[n, g] with
+g = k // group_size (no zero point for int8 and fp8); float32 accumulation; cast to x's dtype.
+Per-channel weights (one scale per row) multiply the scale into the N outputs instead of the
+N x K weights. Codes are read in the canonical checkpoint layout: row-major [N, K] (int4:
+[N, K // 2], two codes per byte, low nibble first), so every row of a tile is one contiguous
+run of K, the widest loads a GEMV can make.
+
+Ops (torch.library, namespace ``aoq``): ``weight_only_mm`` and ``dequantize_weight``. Their
+CPU implementation is the aoq.formats reference; CUDA/ROCm run the Triton kernels below.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+from aoq.kernels._common import (
+    FLOAT_DTYPES,
+    Strategy,
+    WeightFormat,
+    backend_of,
+    check_2d,
+    dot_flags,
+    m_bucket,
+    mma,
+    out_dtype_for,
+    unpack_nibbles,
+)
+from aoq.kernels.configs import autotune, mm_configs
+
+from aoq.formats import affine, float8
+from aoq.formats import linear as ref
+from aoq.formats.packing import unpack_uint4
+
+
+@triton.jit
+def _dequant_tile(
+    w_ptr, s_ptr, z_ptr, offs_n, k0, N, K, G, stride_wn,
+    WFMT: tl.constexpr, GROUP_SIZE: tl.constexpr, SCALE: tl.constexpr,
+    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+):  # fmt: skip
+    """float32 [BLOCK_N, BLOCK_K] weights at rows offs_n, columns k0..k0+BLOCK_K. SCALE=False
+    returns the codes (minus zero point) for the caller to scale per channel later."""
+    offs_k = k0 + tl.arange(0, BLOCK_K)
+    rows = offs_n.to(tl.int64)[:, None] * stride_wn
+    nmask = offs_n < N
+    mask = nmask[:, None] & (offs_k < K)[None, :]
+    if WFMT == 1:
+        offs_b = k0 // 2 + tl.arange(0, BLOCK_K // 2)
+        bmask = nmask[:, None] & (offs_b < K // 2)[None, :]
+        q = unpack_nibbles(tl.load(w_ptr + rows + offs_b[None, :], mask=bmask, other=0))
+    elif WFMT == 2:
+        q = tl.load(w_ptr + rows + offs_k[None, :], mask=mask, other=0.0)
+    else:
+        q = tl.load(w_ptr + rows + offs_k[None, :], mask=mask, other=0)
+    w = q.to(tl.float32)
+    if SCALE or WFMT == 1:
+        if GROUP_SIZE % BLOCK_K == 0:  # one group per tile: a [BLOCK_N] column of scales
+            sidx = offs_n.to(tl.int64) * G + k0 // GROUP_SIZE
+            if WFMT == 1:
+                w = w - tl.load(z_ptr + sidx, mask=nmask, other=0).to(tl.float32)[:, None]
+            if SCALE:
+                w = w * tl.load(s_ptr + sidx, mask=nmask, other=0.0)[:, None]
+        else:  # several groups per tile: one scale per element
+            sidx = offs_n.to(tl.int64)[:, None] * G + (offs_k // GROUP_SIZE)[None, :]
+            if WFMT == 1:
+                w = w - tl.load(z_ptr + sidx, mask=mask, other=0).to(tl.float32)
+            if SCALE:
+                w = w * tl.load(s_ptr + sidx, mask=mask, other=0.0)
+    return w
+
+
+@triton.jit
+def _weight_only_mm_kernel(
+    x_ptr, w_ptr, s_ptr, z_ptr, b_ptr, y_ptr,
+    M, N, K, G, stride_xm, stride_wn, stride_ym, M_KEY,
+    WFMT: tl.constexpr, GROUP_SIZE: tl.constexpr, PER_CHANNEL: tl.constexpr,
+    HAS_BIAS: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+):  # fmt: skip
+    pid_n = tl.program_id(0)
+    pid_m = tl.program_id(1)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    mmask = offs_m < M
+    xrows = x_ptr + offs_m.to(tl.int64)[:, None] * stride_xm
+    x_row = x_ptr + pid_m.to(tl.int64) * stride_xm
+    if BLOCK_M == 1:  # GEMV: FMA into a register tile, one cross-lane reduction at the end
+        acc2 = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
+        for k0 in range(0, K, BLOCK_K):
+            offs_k = k0 + tl.arange(0, BLOCK_K)
+            w = _dequant_tile(w_ptr, s_ptr, z_ptr, offs_n, k0, N, K, G, stride_wn,
+                              WFMT, GROUP_SIZE, not PER_CHANNEL, BLOCK_N, BLOCK_K)  # fmt: skip
+            xv = tl.load(x_row + offs_k, mask=offs_k < K, other=0)
+            acc2 += w * xv.to(tl.float32)[None, :]
+        acc = tl.sum(acc2, axis=1)[None, :]
+    else:
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k0 in range(0, K, BLOCK_K):
+            offs_k = k0 + tl.arange(0, BLOCK_K)
+            xt = tl.load(
+                xrows + offs_k[None, :], mask=mmask[:, None] & (offs_k < K)[None, :], other=0
+            )
+            w = _dequant_tile(w_ptr, s_ptr, z_ptr, offs_n, k0, N, K, G, stride_wn,
+                              WFMT, GROUP_SIZE, not PER_CHANNEL, BLOCK_N, BLOCK_K)  # fmt: skip
+            if not UPCAST:  # the interpreter keeps float32 (its downcasts do not round to even)
+                w = w.to(xt.dtype)
+            acc = mma(xt, tl.trans(w), acc, UPCAST, PRECISION)
+    nmask = offs_n < N
+    if PER_CHANNEL:
+        acc = acc * tl.load(s_ptr + offs_n, mask=nmask, other=0.0)[None, :]
+    if HAS_BIAS:
+        acc = acc + tl.load(b_ptr + offs_n, mask=nmask, other=0.0).to(tl.float32)[None, :]
+    y_ptrs = y_ptr + offs_m.to(tl.int64)[:, None] * stride_ym + offs_n[None, :]
+    tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=mmask[:, None] & nmask[None, :])
+
+
+@triton.jit
+def _dequantize_kernel(
+    w_ptr, s_ptr, z_ptr, out_ptr, N, K, G, stride_wn,
+    WFMT: tl.constexpr, GROUP_SIZE: tl.constexpr,
+    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+):  # fmt: skip
+    offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    k0 = tl.program_id(1) * BLOCK_K
+    w = _dequant_tile(w_ptr, s_ptr, z_ptr, offs_n, k0, N, K, G, stride_wn,
+                      WFMT, GROUP_SIZE, True, BLOCK_N, BLOCK_K)  # fmt: skip
+    offs_k = k0 + tl.arange(0, BLOCK_K)
+    mask = (offs_n < N)[:, None] & (offs_k < K)[None, :]
+    out = out_ptr + offs_n.to(tl.int64)[:, None] * K + offs_k[None, :]
+    tl.store(out, w.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+# --- launchers --------------------------------------------------------------------------------
+
+_TUNED: dict[tuple, object] = {}
+
+
+def _tuned(strategy: Strategy, gemv: bool, device: torch.device):
+    backend = backend_of(device)
+    key = (backend, strategy, gemv)
+    if key not in _TUNED:
+        _TUNED[key] = autotune(
+            _weight_only_mm_kernel,
+            mm_configs(backend, strategy, gemv),
+            ["M_KEY", "N", "K", "WFMT", "GROUP_SIZE", "PER_CHANNEL"],
+        )
+    return _TUNED[key]
+
+
+def _format(qdata: torch.Tensor, k: int) -> WeightFormat:
+    if qdata.dtype == torch.int8:
+        return WeightFormat.INT8
+    if qdata.dtype == torch.uint8 and qdata.shape[1] * 2 == k:
+        return WeightFormat.UINT4
+    if qdata.dtype in float8.FP8_DTYPES:
+        return WeightFormat.FP8
+    raise ValueError(
+        f"weight codes {qdata.dtype} {tuple(qdata.shape)} are not int8, packed uint4 or fp8"
+    )
+
+
+def _check(x: torch.Tensor, qdata: torch.Tensor, scale: torch.Tensor) -> tuple[int, WeightFormat]:
+    check_2d("x", x, FLOAT_DTYPES)
+    k = x.shape[1]
+    wfmt = _format(qdata, k)
+    check_2d("qdata", qdata, (qdata.dtype,))
+    groups = scale.shape[-1] if scale.dim() == 2 else 1
+    if k % groups or (wfmt is WeightFormat.UINT4 and (k // groups) % 2):
+        raise ValueError(f"K={k} is not a multiple of {groups} groups of an even size")
+    return groups, wfmt
+
+
+def weight_only_mm_triton(
+    x: torch.Tensor,
+    qdata: torch.Tensor,
+    scale: torch.Tensor,
+    zero: torch.Tensor | None,
+    bias: torch.Tensor | None,
+    strategy: int,
+) -> torch.Tensor:
+    """Triton launcher of ``aoq::weight_only_mm`` (x [M, K] float, codes [N, K | K/2])."""
+    groups, wfmt = _check(x, qdata, scale)
+    m, k = x.shape
+    n = qdata.shape[0]
+    y = torch.empty((m, n), dtype=out_dtype_for(x.dtype), device=x.device)
+    if m == 0:
+        return y.to(x.dtype)
+    strat = Strategy(strategy)
+    gemv = strat is Strategy.DECODE and m == 1
+    per_channel = groups == 1 and wfmt is not WeightFormat.UINT4
+    upcast, precision = dot_flags(x.dtype)
+    kernel = _tuned(strat, gemv, x.device)
+    scale_c = scale.contiguous()
+    z = zero.contiguous() if zero is not None else scale_c
+
+    def grid(meta: dict) -> tuple[int, int]:
+        return (triton.cdiv(n, meta["BLOCK_N"]), triton.cdiv(m, meta["BLOCK_M"]))
+
+    kernel[grid](  # type: ignore[index]
+        x, qdata, scale_c, z, bias if bias is not None else scale_c, y,
+        m, n, k, groups, x.stride(0), qdata.stride(0), y.stride(0), m_bucket(m),
+        WFMT=int(wfmt), GROUP_SIZE=k // groups, PER_CHANNEL=per_channel,
+        HAS_BIAS=bias is not None, UPCAST=upcast, PRECISION=precision,
+    )  # fmt: skip
+    return y.to(x.dtype)
+
+
+def dequantize_weight_triton(
+    qdata: torch.Tensor, scale: torch.Tensor, zero: torch.Tensor | None, k: int, dtype: torch.dtype
+) -> torch.Tensor:
+    """Triton launcher of ``aoq::dequantize_weight``: codes -> [N, K] ``dtype`` weights."""
+    wfmt = _format(qdata, k)
+    backend_of(qdata.device)
+    n = qdata.shape[0]
+    groups = scale.shape[-1] if scale.dim() == 2 else 1
+    out = torch.empty((n, k), dtype=out_dtype_for(dtype), device=qdata.device)
+    if n == 0 or k == 0:
+        return out.to(dtype)
+    bn, bk = 32, 128
+    scale_c = scale.contiguous()
+    z = zero.contiguous() if zero is not None else scale_c
+    grid = (triton.cdiv(n, bn), triton.cdiv(k, bk))
+    _dequantize_kernel[grid](
+        qdata, scale_c, z, out, n, k, groups, qdata.stride(0),
+        WFMT=int(wfmt), GROUP_SIZE=k // groups, BLOCK_N=bn, BLOCK_K=bk, num_warps=4,
+    )  # fmt: skip
+    return out.to(dtype)
+
+
+# --- torch.library ----------------------------------------------------------------------------
+
+
+def _reference_weight(
+    qdata: torch.Tensor, scale: torch.Tensor, zero: torch.Tensor | None, k: int
+) -> torch.Tensor:
+    if qdata.dtype == torch.uint8 and qdata.shape[1] * 2 == k:
+        assert zero is not None, "int4 weight-only codes need their zero points"
+        return affine.dequantize_uint4_asymmetric(unpack_uint4(qdata), scale, zero)
+    if qdata.dtype in float8.FP8_DTYPES:
+        return float8.dequantize_fp8(qdata, scale.reshape(-1, 1))
+    return affine.dequantize_symmetric(qdata, scale)
+
+
+@torch.library.custom_op("aoq::weight_only_mm", mutates_args=(), device_types="cpu")
+def weight_only_mm(
+    x: torch.Tensor,
+    qdata: torch.Tensor,
+    scale: torch.Tensor,
+    zero: torch.Tensor | None,
+    bias: torch.Tensor | None,
+    strategy: int,
+) -> torch.Tensor:
+    """y = x dequant(W)ᵀ + b. CPU: the aoq.formats reference (strategy is ignored)."""
+    w = _reference_weight(qdata, scale, zero, x.shape[1])
+    return ref.weight_only_linear(x, w, bias)
+
+
+@weight_only_mm.register_fake
+def _(x, qdata, scale, zero, bias, strategy):  # type: ignore[no-untyped-def]
+    return x.new_empty((x.shape[0], qdata.shape[0]))
+
+
+weight_only_mm.register_kernel("cuda")(weight_only_mm_triton)
+
+
+@torch.library.custom_op("aoq::dequantize_weight", mutates_args=(), device_types="cpu")
+def dequantize_weight(
+    qdata: torch.Tensor, scale: torch.Tensor, zero: torch.Tensor | None, k: int, dtype: torch.dtype
+) -> torch.Tensor:
+    """Codes -> [N, K] weights in ``dtype`` (dequantized in float32, then cast once)."""
+    return _reference_weight(qdata, scale, zero, k).to(dtype)
+
+
+@dequantize_weight.register_fake
+def _(qdata, scale, zero, k, dtype):  # type: ignore[no-untyped-def]
+    return qdata.new_empty((qdata.shape[0], k), dtype=dtype)
+
+
+dequantize_weight.register_kernel("cuda")(dequantize_weight_triton)

@@ -1,0 +1,117 @@
+"""The Triton kernels under TRITON_INTERPRET=1 on CPU tensors, against aoq.formats.
+
+Runs only in a session that set TRITON_INTERPRET=1 before importing aoq (``make
+test-kernels`` does; the plain unit run skips this file). Integer paths are bit-exact
+(activation codes, scales and zero points; W8A8 outputs, whose float epilogue repeats the
+reference's operations in order); float paths keep the 2x-plain-torch rule of the matrix.
+"""
+
+import pytest
+import torch
+from aoq.kernels import act_quant as aq
+from aoq.kernels import int_act_mm as ia
+from aoq.kernels import weight_only as wo
+from aoq.kernels._common import INTERPRET
+
+import aoq
+from aoq.formats import affine
+from aoq.formats.packing import pack_uint4
+from aoq.testing.cases import inference_configs
+from aoq.testing.metrics import bit_equal, max_rel_error
+from aoq.testing.oracle import float64_linear, float_torch_error
+
+
+def config_ids(configs):
+    return [c.id for c in configs]
+
+
+pytestmark = pytest.mark.skipif(not INTERPRET, reason="needs TRITON_INTERPRET=1 before import")
+
+SCHEMES = {
+    "int8_weight_only",
+    "int8_int8",
+    "int4_weight_only",
+    "int8_int4",
+    "fp8_weight_only",
+    "fp8_fp8",
+}
+CONFIGS = [
+    c
+    for c in inference_configs()
+    if aoq.quantize_(torch.nn.Linear(256, 32), c).weight.scheme.value in SCHEMES
+]
+DTYPES = [torch.bfloat16, torch.float16, torch.float32]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("shape", [(1, 64), (37, 200), (3, 9000), (0, 64)], ids=str)
+def test_act_quant_bit_exact(dtype, shape):
+    x = torch.randn(shape, dtype=dtype) * 3
+    if x.numel():
+        x[0, :5] = torch.tensor([0.0, 1.5, -2.5, 1e-30, 65.0]).to(dtype)  # ties, tiny, outlier
+    for mode, scale in ((0, None), (1, None), (2, torch.tensor(0.035))):
+        got = aq.quantize_int8_act_triton(x, mode, scale)
+        want = aq.quantize_int8_act(x, mode, scale)
+        assert all(bit_equal(g, w) for g, w in zip(got, want, strict=True)), mode
+    for per_row in (True, False):
+        got = aq.quantize_fp8_act_triton(x, per_row, torch.float8_e4m3fn)
+        want = aq.quantize_fp8_act(x, per_row, torch.float8_e4m3fn)
+        assert all(bit_equal(g, w) for g, w in zip(got, want, strict=True)), per_row
+
+
+@pytest.mark.parametrize("m", [1, 5, 40])
+@pytest.mark.parametrize("mode", [0, 1, 2], ids=["sym", "asym", "static"])
+def test_int_act_mm_bit_exact(m, mode):
+    w = torch.randn(96, 256)
+    x = torch.randn(m, 256)
+    xq, xs, xz = aq.quantize_int8_act(x, mode, torch.tensor(0.035))
+    zero = xz if mode == 1 else None
+    bias_int = torch.randint(-999, 999, (96,), dtype=torch.int32) if mode == 2 else None
+    bias = None if mode == 2 else torch.randn(96)
+    q8, s8 = affine.quantize_int8_symmetric(w, None)
+    q4, s4 = affine.quantize_int4_symmetric(w, 32)
+    for wq, ws in ((q8, s8), (pack_uint4(q4 + 8), s4)):
+        if mode == 1 and wq.dtype == torch.int8:
+            continue  # W8A8 activations are symmetric
+        for strategy in (0, 1):
+            got = ia.int_act_mm_triton(
+                xq, xs, zero, wq, ws, bias, bias_int, torch.float32, strategy
+            )
+            want = ia.int_act_mm(xq, xs, zero, wq, ws, bias, bias_int, torch.float32, strategy)
+            if wq.dtype == torch.int8:  # one accumulator: the same float ops in the same order
+                assert bit_equal(got, want)
+            else:  # groups summed in another order: float32 rounding only
+                assert max_rel_error(want, got) < 1e-6
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
+def test_dequantize_weight_exact(dtype):
+    w = torch.randn(40, 256)
+    q, s, z = affine.quantize_uint4_asymmetric(w, 64)
+    got = wo.dequantize_weight_triton(pack_uint4(q), s, z, 256, dtype)
+    assert bit_equal(got, wo.dequantize_weight(pack_uint4(q), s, z, 256, dtype))
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=config_ids(CONFIGS))
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("m", [1, 7, 33])
+def test_linear_through_dispatch(config, dtype, m):
+    """Every inference config on the interpret backend: the Triton kernel of its M band runs
+    (no fallback) and the output keeps the 2x-plain-torch rule against the float64 oracle."""
+    lin = aoq.quantize_(torch.nn.Linear(256, 48).to(dtype), config)
+    x = torch.randn(m, 256, dtype=dtype)
+    with aoq.strict(), aoq.trace_kernels() as trace:
+        y = lin(x)
+    rec = trace.records[0]
+    assert rec.backend == "interpret" and rec.kernel.startswith("triton.")
+    assert rec.kernel.endswith(".decode" if m <= 16 else ".prefill")
+    budget = max(2 * float_torch_error(x, lin.weight, lin.bias), 1e-6)
+    assert max_rel_error(float64_linear(x, lin.weight, lin.bias), y) <= budget
+
+
+def test_unaligned_and_empty():
+    lin = aoq.quantize_(torch.nn.Linear(200, 40), aoq.Int8WeightOnlyConfig())
+    x = torch.randn(3, 200)
+    budget = max(2 * float_torch_error(x, lin.weight, lin.bias), 1e-6)
+    assert max_rel_error(float64_linear(x, lin.weight, lin.bias), lin(x)) <= budget
+    assert lin(torch.randn(0, 200)).shape == (0, 40)

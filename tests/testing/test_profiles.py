@@ -1,0 +1,111 @@
+"""Tolerance profiles: layered data, every override with a reason, round trips never loosened."""
+
+from pathlib import Path
+
+import pytest
+
+from aoq.testing.profiles import ProfileError, load_profile
+
+REPO = Path(__file__).resolve().parents[2]
+DEFAULT = (REPO / "conformance/profiles/default.toml").read_text()
+
+
+@pytest.fixture()
+def prof(tmp_path):
+    (tmp_path / "default.toml").write_text(DEFAULT)
+
+    def write(name: str, text: str) -> Path:
+        (tmp_path / name).write_text(text)
+        return tmp_path
+
+    return write
+
+
+def test_shipped_profiles_load_for_every_backend():
+    for backend, arch in [
+        ("cpu", "cpu"),
+        ("interpret", "cpu"),
+        ("cuda", "sm90"),
+        ("rocm", "gfx942"),
+    ]:
+        p = load_profile(REPO / "conformance/profiles", backend, arch)
+        assert p.files[0].endswith("profiles/default.toml")
+        assert p.tolerance("output", "int8wo", "bf16", "M1-K256-N256").values["rel_factor"] > 0
+
+
+def test_layers_apply_in_order_and_record_their_source(prof):
+    d = prof("cuda.toml", '[[override]]\nkey = "output.rel_factor"\nvalue = 3.0\nreason = "r1"\n')
+    prof(
+        "cuda-sm90.toml",
+        '[[override]]\nkey = "output.rel_factor"\nvalue = 4.0\n'
+        'dtype = "bf16"\nreason = "hopper bf16 epilogue"\n',
+    )
+    p = load_profile(d, "cuda", "sm90")
+    bf16 = p.tolerance("output", "int8wo", "bf16", "M1")
+    fp32 = p.tolerance("output", "int8wo", "fp32", "M1")
+    assert bf16.values["rel_factor"] == 4.0 and "cuda-sm90.toml#override-1" in bf16.source
+    assert "hopper bf16 epilogue" in bf16.source
+    assert fp32.values["rel_factor"] == 3.0 and "cuda.toml#override-1" in fp32.source
+    assert (
+        load_profile(d, "cuda", "sm80").tolerance("output", "x", "bf16", "M1").values["rel_factor"]
+        == 3.0
+    )
+
+
+def test_longest_prefix_floor_and_missing_floor_is_a_clear_error(prof):
+    p = load_profile(prof("cpu.toml", ""), "cpu", "cpu")
+    assert p.tolerance("sqnr", "w8a8-static", "bf16", "M1").values["floor"] == 34.0
+    assert p.tolerance("sqnr", "w8a8", "bf16", "M1").values["floor"] == 39.0
+    with pytest.raises(ProfileError, match="no \\[sqnr.floor\\] entry .* 'int3wo'"):
+        p.tolerance("sqnr", "int3wo", "bf16", "M1")
+
+
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        (
+            '[[override]]\nkey = "roundtrip.bit_exact"\nvalue = 0\nreason = "rocm differs"\n',
+            "bit-exact everywhere",
+        ),
+        ('[[xfail]]\ncheck = "save_load"\nreason = "flaky on rocm"\n', "round-trip"),
+        ('[[xfail]]\nconfig = "fp8*"\nreason = "covers every check"\n', "round-trip"),
+        ('[[xfail]]\ncheck = "pre*"\nreason = "prequant flaky"\n', "round-trip"),
+        ('[[override]]\nkey = "output.rel_factor"\nvalue = 3.0\n', "reason"),
+        ('[[override]]\nkey = "output.rel_factor"\nvalue = 3.0\nreason = "  "\n', "reason"),
+        ('[[override]]\nkey = "output.atol"\nvalue = 1.0\nreason = "x"\n', "not defined"),
+        ('[[override]]\nkey = "output.rel_factor"\nvalue = "big"\nreason = "x"\n', "number"),
+        ('[[skip]]\nreason = "x"\nplatform = "y"\n', "unknown fields"),
+        ("[output]\nrel_factor = 9.0\n", "only \\[\\[override\\]\\]"),
+        ("[[xfail]\n", "not valid TOML"),
+    ],
+)
+def test_bad_profiles_are_rejected(prof, text, match):
+    d = prof("rocm.toml", text)
+    with pytest.raises(ProfileError, match=match):
+        load_profile(d, "rocm", "gfx942")
+
+
+def test_default_may_not_turn_off_bit_exact_round_trips(tmp_path):
+    (tmp_path / "default.toml").write_text(DEFAULT.replace("bit_exact = true", "bit_exact = false"))
+    with pytest.raises(ProfileError, match="bit_exact must be true"):
+        load_profile(tmp_path, "cpu", "cpu")
+
+
+def test_round_trip_tolerance_is_always_bit_exact(prof):
+    p = load_profile(prof("cpu.toml", ""), "cpu", "cpu")
+    for check in ("save_load", "pretrained", "prequant_bias", "pack"):
+        assert p.tolerance(check, "int8wo", "fp32", "M1").values == {"bit_exact": True}
+
+
+def test_expectations_xfail_and_whole_case_skip(prof):
+    d = prof(
+        "cpu.toml",
+        '[[xfail]]\nconfig = "int4wo-*"\nshape = "*-N200"\ncheck = "kernel"\n'
+        'reason = "needs N % 16"\n[[skip]]\ndtype = "fp16"\nconfig = "fp8*"\nreason = "no"\n',
+    )
+    p = load_profile(d, "cpu", "cpu")
+    e = p.expectation("int4wo-g128", "bf16", "M7-K256-N200", "kernel")
+    assert e is not None and e.kind == "xfail" and e.source.endswith("cpu.toml#xfail-1")
+    assert p.expectation("int4wo-g128", "bf16", "M7-K256-N200", "output") is None
+    assert p.expectation("fp8wo", "fp16", "M1", None).kind == "skip"
+    assert p.expectation("fp8wo", "bf16", "M1", None) is None
