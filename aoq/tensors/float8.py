@@ -8,6 +8,8 @@ Attrs: act (ActQuant.NONE | FP8_ROW | FP8_TENSOR), config_id, config_json.
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from aoq.dispatch import Scheme, kernel
@@ -100,9 +102,25 @@ def _fp8_reference(x: torch.Tensor, w: Float8Tensor, bias: torch.Tensor | None) 
     return ref.fp8_act_linear(xq, xs, w.qdata, w.scale, x.dtype, bias=fb)
 
 
+@functools.lru_cache(maxsize=1)
+def _cpu_rowwise_scaled_mm() -> bool:
+    """Whether this torch's CPU _scaled_mm takes row-wise scales (2.13 does; 2.11's oneDNN
+    path asserts per-tensor scales only)."""
+    a = torch.zeros(16, 16).to(torch.float8_e4m3fn)
+    try:
+        torch._scaled_mm(
+            a, a.t(), scale_a=torch.ones(16, 1), scale_b=torch.ones(1, 16), out_dtype=torch.float32
+        )
+        return True
+    except RuntimeError:
+        return False
+
+
 def _scaled_mm_check(x: torch.Tensor, w: Float8Tensor, bias: torch.Tensor | None) -> str | None:
     if w.qdata.dtype != torch.float8_e4m3fn:
         return f"{w.qdata.dtype} weights (the CPU op takes float8_e4m3fn)"
+    if w.act is ActQuant.FP8_ROW and not _cpu_rowwise_scaled_mm():
+        return f"torch {torch.__version__}'s CPU _scaled_mm takes per-tensor scales only"
     return None
 
 

@@ -49,7 +49,14 @@ FP8_ARCHS = ("sm89", "sm90", "sm100", "sm103", "sm120", "gfx942", "gfx950")
 
 
 def _call(op: str, launcher: Callable[..., Any], *args: Any) -> Any:
-    if torch.compiler.is_compiling():
+    """Eager calls go straight to the launcher (less host overhead); any traced call (dynamo,
+    or the fake / functional tensors AOT autograd passes, where is_compiling() can be False)
+    goes through the opaque torch.library op."""
+    traced = torch.compiler.is_compiling() or any(
+        isinstance(a, torch.Tensor) and type(a) not in (torch.Tensor, torch.nn.Parameter)
+        for a in args
+    )
+    if traced:
         return getattr(torch.ops.aoq, op)(*args)
     return launcher(*args)
 
