@@ -13,7 +13,6 @@ inner tensor under ``<key>:<field>``, plain tensors under their own key) and ``a
 
 from __future__ import annotations
 
-import enum
 import json
 import os
 from pathlib import Path
@@ -24,18 +23,14 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from aoq.configs import config_from_dict
-from aoq.formats.float8 import Granularity
-from aoq.formats.mx import MXElem, ScaleRounding
-from aoq.tensors import TENSOR_CLASSES, ActQuant, AoqTensor, QuantizedWeight
+from aoq.tensors import TENSOR_CLASSES, AoqTensor, QuantizedWeight
+from aoq.tensors import attrs as attrs_codec
 from aoq.tensors.base import _rebuild_aoq_tensor
 
 FORMAT = "aoq"
 FORMAT_VERSION = 1
 METADATA_FILE = "aoq.json"
 WEIGHTS_FILE = "model.safetensors"
-_ENUMS: dict[str, type[enum.Enum]] = {
-    e.__name__: e for e in (ActQuant, Granularity, MXElem, ScaleRounding)
-}
 _DTYPES = {
     str(d).removeprefix("torch."): d
     for d in (torch.float32, torch.float16, torch.bfloat16, torch.float64)
@@ -45,32 +40,13 @@ _DTYPES = {
 def register_safe_globals() -> None:
     """Allow aoq tensors in ``torch.load(weights_only=True)``. Called when aoq is imported."""
     torch.serialization.add_safe_globals(
-        [_rebuild_aoq_tensor, *TENSOR_CLASSES.values(), *_ENUMS.values()]
+        # enum classes only for checkpoints written before attrs were stored as plain values
+        [_rebuild_aoq_tensor, *TENSOR_CLASSES.values(), *attrs_codec.enums().values()]
     )
 
 
 class CheckpointError(ValueError):
     """A checkpoint that cannot be loaded: says what is wrong and where."""
-
-
-# --- attrs <-> JSON -------------------------------------------------------------------------
-
-
-def _attr_to_json(value: Any) -> Any:
-    if isinstance(value, enum.Enum):
-        return {"enum": type(value).__name__, "value": value.value}
-    if isinstance(value, (str, int, float, bool)) or value is None:
-        return value
-    raise TypeError(f"cannot store attribute {value!r} in checkpoint metadata")
-
-
-def _attr_from_json(value: Any) -> Any:
-    if isinstance(value, dict):
-        cls = _ENUMS.get(value.get("enum", ""))
-        if cls is None:
-            raise CheckpointError(f"unknown enum in metadata: {value!r}")
-        return cls(value["value"])
-    return value
 
 
 # --- save ------------------------------------------------------------------------------------
@@ -93,7 +69,7 @@ def save_pretrained(model: nn.Module, path: str | os.PathLike[str]) -> None:
                 "class": type(t).__name__,
                 "dtype": str(t.dtype).removeprefix("torch."),
                 "shape": list(t.shape),
-                "attrs": {n: _attr_to_json(v) for n, v in t.attrs().items()},
+                "attrs": {n: attrs_codec.encode(v) for n, v in t.attrs().items()},
             }
             if isinstance(t, QuantizedWeight):
                 module = key.rpartition(".")[0]
@@ -160,7 +136,10 @@ def _rebuild(key: str, spec: dict[str, Any], flat: dict[str, torch.Tensor]) -> A
     missing = [f for f in cls.tensor_fields if f not in inner]
     if missing:
         raise CheckpointError(f"{key}: fields {missing} missing from {WEIGHTS_FILE}")
-    attrs = {n: _attr_from_json(v) for n, v in spec.get("attrs", {}).items()}
+    try:
+        attrs = {n: attrs_codec.decode(v) for n, v in spec.get("attrs", {}).items()}
+    except attrs_codec.AttrError as e:
+        raise CheckpointError(f"{key}: {e}") from e
     try:
         return _rebuild_aoq_tensor(cls, tuple(spec["shape"]), dtype, inner, attrs)
     except (TypeError, ValueError, KeyError) as e:

@@ -213,6 +213,19 @@ def run(job: Job) -> Outcome:
     return Outcome(exit_code, image, collected, cells, timed_out)
 
 
+def run_cli(job: Job) -> int:
+    """run() for a command line: the suite's exit status, 2 for a container failure (said on
+    stderr), 130 after Ctrl-C (the container is removed either way)."""
+    try:
+        return run(job).exit_code
+    except ContainerError as e:
+        print(f"[aoq-container] error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("[aoq-container] interrupted; container removed", file=sys.stderr)
+        return INTERRUPTED
+
+
 def _env_path(name: str) -> Path | None:
     value = os.environ.get(name)
     return Path(value) if value else None
@@ -244,14 +257,7 @@ def conformance_in_container(conform_argv: list[str]) -> int:
     )
     command = ["/opt/aoq/bin/python", "-m", "conformance", *conform_argv]
     job = Job(backend, command, build, float(timeout) if timeout else None)
-    try:
-        return run(job).exit_code
-    except ContainerError as e:
-        print(f"[aoq-container] error: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("[aoq-container] interrupted; container removed", file=sys.stderr)
-        return INTERRUPTED
+    return run_cli(job)
 
 
 def _default_command(backend: str, quick: bool) -> list[str]:
@@ -292,14 +298,7 @@ def main(argv: list[str] | None = None) -> int:
         args.timeout,
         args.results_dir,
     )
-    try:
-        return run(job).exit_code
-    except ContainerError as e:
-        print(f"[aoq-container] error: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("[aoq-container] interrupted; container removed", file=sys.stderr)
-        return INTERRUPTED
+    return run_cli(job)
 
 
 if __name__ == "__main__":

@@ -185,3 +185,17 @@ def test_tampered_pickled_tensor_fails_validation(tmp_path):
     parts["qdata"] = parts["qdata"][:, :8]
     with pytest.raises(ValueError, match="qdata"):
         _rebuild_aoq_tensor(type(w), tuple(w.shape), w.dtype, parts, w.attrs())
+
+
+def test_checkpoint_holds_no_enum_objects(tmp_path):
+    """How Python pickles an enum member changed between releases (3.11.2 pickles
+    getattr(cls, name), which weights_only refuses): attrs are stored as plain values."""
+    import pickletools
+    import zipfile
+
+    m = aoq.quantize_(_model(torch.float32), aoq.Int8DynamicActivationInt4WeightConfig())
+    torch.save(m.state_dict(), tmp_path / "sd.pt")
+    with zipfile.ZipFile(tmp_path / "sd.pt") as z:
+        data = z.read(next(n for n in z.namelist() if n.endswith("data.pkl")))
+    globals_used = {arg for op, arg, _ in pickletools.genops(data) if op.name == "GLOBAL"}
+    assert not any("ActQuant" in str(g) or "getattr" in str(g) for g in globals_used)

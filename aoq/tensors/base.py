@@ -24,6 +24,8 @@ from typing import Any, ClassVar
 import torch
 import torch.nn.functional as F
 
+from aoq.tensors import attrs as attrs_codec
+
 aten = torch.ops.aten
 _DERIVED = "derived__"
 
@@ -194,7 +196,13 @@ class AoqTensor(torch.Tensor):
     def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
         return (
             _rebuild_aoq_tensor,
-            (type(self), tuple(self.shape), self.dtype, self.tensors(), self.attrs()),
+            (
+                type(self),
+                tuple(self.shape),
+                self.dtype,
+                self.tensors(),
+                {n: attrs_codec.encode(v) for n, v in self.attrs().items()},
+            ),
         )
 
     # -- ops --------------------------------------------------------------------------------
@@ -279,7 +287,7 @@ def _rebuild_aoq_tensor(
         raise TypeError(f"not an aoq tensor class: {cls!r}")
     parts: dict[str, Any] = {n: None for n in cls.optional_fields}
     parts.update(tensors)
-    parts.update(attrs)
+    parts.update({n: attrs_codec.decode(v) for n, v in attrs.items()})
     t = cls(shape, dtype, **parts)
     t.validate()
     return t
