@@ -80,6 +80,7 @@ def aoq_session(request: pytest.FixtureRequest) -> Any:
         quick=opt("--aoq-quick"),
         only=tuple(opt("--aoq-only")),
         shard=(index + 1, count) if count > 1 else None,
+        shard_filters=False,  # xdist decides which worker runs which cell
         jobs=1,
         timeout=opt("--aoq-timeout"),
         store=Path(opt("--aoq-store")),

@@ -50,6 +50,10 @@ class Options:
     quick: bool = False
     only: tuple[str, ...] = ()
     shard: tuple[int, int] | None = None
+    """(i, n): this process's share of one run; its records go to the shard's own file."""
+    shard_filters: bool = True
+    """Whether the shard also selects the cases (``--shard``); under pytest-xdist the workers
+    get their tests from xdist, so the shard only names the file."""
     inject: tuple[str, ...] = ()
     jobs: int = 1
     timeout: float = 300.0
@@ -178,7 +182,7 @@ class Session:
         self.writer = JsonlWriter(self.run, o.runs_dir, _jsonl_name(self.run.run_id, o.shard))
         self.profile = profiles.load_profile(o.profiles, o.backend, hello["arch"])
         cases = matrix.cases(o.backend, o.quick, only=o.only)
-        if o.shard:
+        if o.shard and o.shard_filters:
             cases = matrix.shard(cases, *o.shard)
         if o.inject:
             cases = matrix.inject(cases, o.inject)

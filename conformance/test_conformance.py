@@ -12,9 +12,16 @@ from conformance.progress import RED
 
 def test_cell(aoq_cell: str, aoq_session: Any) -> None:
     cases = [c for c in aoq_session.cases if c.cell == aoq_cell]
+    if not cases:
+        pytest.fail(f"no case of cell {aoq_cell} in this session: nothing was checked", False)
     records = aoq_session.run_cases(cases, quiet=True)
     ids = {c.id for c in cases}
     mine = [r for r in records if r.case_id in ids and r.check == "cell"]
+    if {r.case_id for r in mine} != ids:
+        pytest.fail(
+            f"cell {aoq_cell}: cases without a result: {sorted(ids - {r.case_id for r in mine})}",
+            False,
+        )
     red = [r for r in mine if r.status in RED]
     if red:
         pytest.fail("\n".join(f"{r.status}: {r.case_id}: {r.reason}" for r in red), False)

@@ -14,7 +14,8 @@ import dataclasses
 import json
 import os
 import sqlite3
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -55,8 +56,25 @@ class Store:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
         self.db.execute("PRAGMA busy_timeout = 60000")
-        self.db.execute("PRAGMA journal_mode = WAL")
-        self.db.executescript(_SCHEMA)
+        self._retry_locked(lambda: self.db.execute("PRAGMA journal_mode = WAL"))
+        self._retry_locked(lambda: self.db.executescript(_SCHEMA))
+
+    @staticmethod
+    def _retry_locked(step: Callable[[], object], seconds: float = 60.0) -> None:
+        """Run ``step``, retrying while another process holds the lock. Switching a new file to
+        WAL takes an exclusive lock that busy_timeout does not wait for: two workers creating
+        the store at once (pytest-xdist shards) would otherwise fail with 'database is locked'."""
+        deadline = time.monotonic() + seconds
+        delay = 0.01
+        while True:
+            try:
+                step()
+                return
+            except sqlite3.OperationalError as e:
+                if "locked" not in str(e) or time.monotonic() > deadline:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 0.5)
 
     def close(self) -> None:
         self.db.close()
