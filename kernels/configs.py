@@ -124,6 +124,33 @@ def mm_configs(
     raise ValueError(f"no Triton configs for backend {backend.value}; expected cuda/rocm/interpret")
 
 
+def decode_tile(backend: Backend, m: int, int4: bool, group_size: int) -> dict[str, int]:
+    """The decode kernels' tile (BLOCK_M/N/K, warps, stages) for M <= 16, chosen by rule
+    rather than by timing: a split-K reduction order must not depend on which config won a
+    race in this process. M == 1: a GEMV tile of 2-4 KB of weights per loop step (int8/fp8
+    BLOCK_N=16 x 256 bytes; int4 32 rows x 128 codes, one quantization group per step so its
+    scale is a column); 2..16 rows: one 16-row MMA tile. K tiles never straddle a group.
+    Measured on an H200 with bench/decode_sweep.py (tile x split grid, CUDA graphs).
+    The interpreter gets small tiles (it runs programs one by one in Python)."""
+    cap = group_size if group_size and group_size & (group_size - 1) == 0 else 1 << 30
+    if backend is Backend.INTERPRET:
+        bm, bn, bk, warps, stages = (1 if m == 1 else 16), 32, 64, 4, 1
+    elif m == 1:
+        bm, bn, bk = 1, (32 if int4 else 16), (128 if int4 else 256)
+        warps, stages = 4, 1
+    else:
+        # int4 keeps 32 columns: its two half-tile dots at 64 spill on sm90 (targets.py)
+        bm, bn, bk = 16, (32 if int4 else 64), 128
+        warps, stages = 4, (2 if backend is Backend.ROCM else 3)
+    return {
+        "BLOCK_M": bm,
+        "BLOCK_N": bn,
+        "BLOCK_K": max(16, min(bk, cap)),
+        "num_warps": warps,
+        "num_stages": stages,
+    }
+
+
 def fit_group(configs: list[triton.Config], group_size: int | None) -> list[triton.Config]:
     """Configs whose K tile never straddles a quantization group: BLOCK_K is capped at
     ``group_size`` (kernels that scale one group's accumulator at a time need BLOCK_K to

@@ -21,17 +21,20 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+from aoq.kernels import splitk
 from aoq.kernels._common import (
     FLOAT_DTYPES,
+    MAGIC,
     Strategy,
     backend_of,
     check_2d,
+    exact_float,
     m_bucket,
     mma,
     out_dtype_for,
     unpack_nibbles,
 )
-from aoq.kernels.configs import autotune, fit_group, mm_configs
+from aoq.kernels.configs import autotune, decode_tile, fit_group, mm_configs
 
 from aoq.formats import linear as ref
 from aoq.formats.packing import unpack_uint4
@@ -48,15 +51,19 @@ def _flush(acc, accf, g, s_ptr, offs_n, nmask, G, bq, gstar, HAS_BIAS_INT: tl.co
 
 @triton.jit
 def _int_act_mm_kernel(
-    xq_ptr, xs_ptr, xz_ptr, w_ptr, s_ptr, b_ptr, bq_ptr, gstar_ptr, y_ptr,
-    M, N, K, G, stride_xm, stride_wn, stride_ym, M_KEY,
+    xq_ptr, xs_ptr, xz_ptr, w_ptr, s_ptr, b_ptr, bq_ptr, gstar_ptr, y_ptr, p_ptr,
+    M, N, K, G, K_SPLIT, stride_xm, stride_wn, stride_ym, M_KEY,
     INT4: tl.constexpr, GROUP_SIZE: tl.constexpr, PER_CHANNEL: tl.constexpr,
     ASYM: tl.constexpr, STATIC: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_BIAS_INT: tl.constexpr,
-    UPCAST: tl.constexpr, PRECISION: tl.constexpr,
+    UPCAST: tl.constexpr, PRECISION: tl.constexpr, SPLIT_K: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
 ):  # fmt: skip
+    """Program (n, m, s) covers K range s (splitk.py; K_SPLIT = K when SPLIT_K == 1). With
+    SPLIT_K > 1 it stores its partial (int32 per-channel accumulators, float32 group sums)
+    and splitk.reduce_partials adds the bias, scales and casts."""
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(1)
+    pid_k = tl.program_id(2)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     mmask = offs_m < M
@@ -69,7 +76,12 @@ def _int_act_mm_kernel(
     gstar = tl.load(gstar_ptr + offs_n, mask=nmask & HAS_BIAS_INT & (not PER_CHANNEL), other=-1)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int32)
     accf = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k0 in range(0, K, BLOCK_K):
+    k_lo = 0
+    k_hi = K
+    if SPLIT_K > 1:  # prefill keeps the plain 0..K loop (the pipeliner's best case)
+        k_lo = pid_k * K_SPLIT
+        k_hi = tl.minimum(K, k_lo + K_SPLIT)
+    for k0 in range(k_lo, k_hi, BLOCK_K):
         offs_k = k0 + tl.arange(0, BLOCK_K)
         kmask = offs_k < K
         xt = tl.load(x_rows + offs_k[None, :], mask=mmask[:, None] & kmask[None, :], other=0)
@@ -92,6 +104,14 @@ def _int_act_mm_kernel(
         elif not PER_CHANNEL and (k0 + BLOCK_K) % GROUP_SIZE == 0:
             acc, accf = _flush(acc, accf, k0 // GROUP_SIZE, s_ptr, offs_n, nmask, G,
                                bq, gstar, HAS_BIAS_INT)  # fmt: skip
+    if SPLIT_K > 1:
+        part = p_ptr + pid_k.to(tl.int64) * M * N + offs_m.to(tl.int64)[:, None] * N
+        pmask = mmask[:, None] & nmask[None, :]
+        if PER_CHANNEL:
+            tl.store(part + offs_n[None, :], acc, mask=pmask)
+        else:
+            tl.store(part + offs_n[None, :], accf, mask=pmask)
+        return
     if PER_CHANNEL:
         if HAS_BIAS_INT:
             acc += bq[None, :]
@@ -105,6 +125,58 @@ def _int_act_mm_kernel(
     y_ptrs = y_ptr + offs_m.to(tl.int64)[:, None] * stride_ym + offs_n[None, :]
     tl.store(y_ptrs, y.to(y_ptr.dtype.element_ty), mask=mmask[:, None] & nmask[None, :])
 
+
+@triton.jit
+def _w4a8_gemv_kernel(
+    xq_ptr, xs_ptr, xz_ptr, w_ptr, s_ptr, b_ptr, bq_ptr, gstar_ptr, y_ptr, p_ptr,
+    N, K, G, K_SPLIT,
+    GROUP_SIZE: tl.constexpr, ASYM: tl.constexpr, STATIC: tl.constexpr, HAS_BIAS: tl.constexpr,
+    HAS_BIAS_INT: tl.constexpr, SPLIT_K: tl.constexpr, BLOCK_N: tl.constexpr,
+):  # fmt: skip
+    """W4A8 at M == 1 without the matrix units: one quantization group per loop step, in
+    float32 FMAs whose group sums are exact integers (|q·x| <= 8 * 128 and a group of <= 2**14
+    codes stays below 2**24), so every group sum equals the int32 accumulator of the MMA path
+    and the float epilogue repeats the reference's operations in order. Codes are not
+    interleaved: low nibbles meet the even activations, high nibbles the odd ones."""
+    pid_n = tl.program_id(0)
+    pid_k = tl.program_id(1)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    nmask = offs_n < N
+    offs_h = 2 * tl.arange(0, GROUP_SIZE // 2)
+    w_rows = (
+        w_ptr + offs_n.to(tl.int64)[:, None] * (K // 2) + tl.arange(0, GROUP_SIZE // 2)[None, :]
+    )
+    bq = tl.load(bq_ptr + offs_n, mask=nmask & HAS_BIAS_INT, other=0)
+    gstar = tl.load(gstar_ptr + offs_n, mask=nmask & HAS_BIAS_INT, other=-1)
+    if ASYM:
+        xz = tl.load(xz_ptr).to(tl.float32)
+    accf = tl.zeros((BLOCK_N,), dtype=tl.float32)
+    k_lo = pid_k * K_SPLIT
+    for k0 in range(k_lo, tl.minimum(K, k_lo + K_SPLIT), GROUP_SIZE):
+        p = tl.load(w_rows + k0 // 2, mask=nmask[:, None], other=0x88).to(tl.int32)
+        lo = exact_float(p & 0xF, 0) - (MAGIC + 8.0)
+        hi = exact_float(p >> 4, 0) - (MAGIC + 8.0)
+        xe = tl.load(xq_ptr + k0 + offs_h).to(tl.float32)
+        xo = tl.load(xq_ptr + k0 + offs_h + 1).to(tl.float32)
+        gsum = tl.sum(lo * xe[None, :] + hi * xo[None, :], axis=1)
+        if ASYM:
+            gsum -= xz * tl.sum(lo + hi, axis=1)
+        g = k0 // GROUP_SIZE
+        if HAS_BIAS_INT:
+            gsum += tl.where(gstar == g, bq, 0).to(tl.float32)
+        ws = tl.load(s_ptr + offs_n.to(tl.int64) * G + g, mask=nmask, other=0.0)
+        accf += gsum * ws
+    if SPLIT_K > 1:
+        tl.store(p_ptr + pid_k.to(tl.int64) * N + offs_n, accf, mask=nmask)
+    else:
+        y = accf * tl.load(xs_ptr)
+        if HAS_BIAS:
+            y = y + tl.load(b_ptr + offs_n, mask=nmask, other=0.0).to(tl.float32)
+        tl.store(y_ptr + offs_n, y.to(y_ptr.dtype.element_ty), mask=nmask)
+
+
+GEMV_BLOCK_N = 128
+"""W4A8 GEMV rows per program: 128 rows x one group (16 bytes at group 32) per loop step."""
 
 _TUNED: dict[tuple, object] = {}
 
@@ -132,10 +204,12 @@ def int_act_mm_triton(
     bias_int: torch.Tensor | None,
     out_dtype: torch.dtype,
     strategy: int,
+    split: int | None = None,
 ) -> torch.Tensor:
     """Triton launcher of ``aoq::int_act_mm``. xq int8 [M, K]; x_scale float32 [M] or [];
     x_zero int32 [M] or None; wq int8 [N, K] or packed int4 uint8 [N, K // 2]; w_scale
-    float32 [N, G]; bias float [N]; bias_int int32 [N] (static only)."""
+    float32 [N, G]; bias float [N]; bias_int int32 [N] (static only). ``split``: force the
+    decode split-K (tests)."""
     check_2d("xq", xq, (torch.int8,))
     backend_of(xq.device)
     m, k = xq.shape
@@ -160,18 +234,60 @@ def int_act_mm_triton(
     static = x_scale.dim() == 0
     ws = w_scale.contiguous()
     gstar = ref.bias_group(ws).to(torch.int32) if bias_int is not None and not per_channel else ws
-    strat = Strategy(strategy)
-
-    def grid(meta: dict) -> tuple[int, int]:
-        return (triton.cdiv(n, meta["BLOCK_N"]), triton.cdiv(m, meta["BLOCK_M"]))
-
-    _tuned(strat, xq.device, 0 if per_channel else gs)[grid](  # type: ignore[index]
+    args = (
         xq, x_scale, x_zero if x_zero is not None else x_scale, wq, ws,
-        bias if bias is not None else ws, bias_int if bias_int is not None else ws, gstar, y,
-        m, n, k, groups, xq.stride(0), wq.stride(0), y.stride(0), m_bucket(m),
+        bias if bias is not None else ws, bias_int if bias_int is not None else ws, gstar,
+    )  # fmt: skip
+    flags = dict(
         INT4=int4, GROUP_SIZE=gs if not per_channel else 0, PER_CHANNEL=per_channel,
         ASYM=x_zero is not None, STATIC=static, HAS_BIAS=bias is not None,
         HAS_BIAS_INT=bias_int is not None, UPCAST=False, PRECISION="ieee",
+    )  # fmt: skip
+    backend = backend_of(xq.device)
+    if Strategy(strategy) is Strategy.DECODE and m == 1 and int4 and gs <= 1 << 14:
+        n_prog = triton.cdiv(n, GEMV_BLOCK_N)
+        if split is None:
+            split = splitk.split_k(backend, xq.device, n_prog, k, gs, per_sm=16)
+        k_split = splitk.k_per_split(k, split, gs)
+        split = triton.cdiv(k, k_split)
+        part = torch.empty((split, 1, n), dtype=torch.float32, device=xq.device) if split > 1 else y
+        flags.pop("INT4"), flags.pop("PER_CHANNEL"), flags.pop("UPCAST"), flags.pop("PRECISION")
+        _w4a8_gemv_kernel[(n_prog, split)](
+            *args, y, part, n, k, groups, k_split, SPLIT_K=split, BLOCK_N=GEMV_BLOCK_N,
+            num_warps=4, **flags,
+        )  # fmt: skip
+        if split > 1:
+            splitk.reduce_partials(part, y, row_scale=x_scale, bias=bias)
+        return y.to(out_dtype)
+    if Strategy(strategy) is Strategy.DECODE and m <= 16:
+        # tile and split by rule (configs.decode_tile, splitk.split_k): no timing autotune
+        cfg = decode_tile(backend, 16, int4=int4, group_size=0 if per_channel else gs)
+        cfg["BLOCK_K"] = max(32, cfg["BLOCK_K"])  # one int8 MMA K step
+        n_prog = triton.cdiv(n, cfg["BLOCK_N"])
+        align = cfg["BLOCK_K"] if per_channel else max(cfg["BLOCK_K"], gs)
+        if split is None:
+            split = splitk.split_k(backend, xq.device, n_prog, k, align, per_sm=4)
+        k_split = splitk.k_per_split(k, split, align)
+        split = triton.cdiv(k, k_split)
+        part_dtype = torch.int32 if per_channel else torch.float32
+        part = torch.empty((split, m, n), dtype=part_dtype, device=xq.device) if split > 1 else y
+        _int_act_mm_kernel[(n_prog, 1, split)](
+            *args, y, part, m, n, k, groups, k_split, xq.stride(0), wq.stride(0), y.stride(0),
+            m_bucket(m), SPLIT_K=split, **flags, **cfg,
+        )  # fmt: skip
+        if split > 1:
+            splitk.reduce_partials(
+                part, y, col_scale=ws if per_channel else None, row_scale=x_scale, bias=bias,
+                bias_int=bias_int if per_channel else None,
+            )  # fmt: skip
+        return y.to(out_dtype)
+
+    def grid(meta: dict) -> tuple[int, int, int]:
+        return (triton.cdiv(n, meta["BLOCK_N"]), triton.cdiv(m, meta["BLOCK_M"]), 1)
+
+    _tuned(Strategy(strategy), xq.device, 0 if per_channel else gs)[grid](  # type: ignore[index]
+        *args, y, y, m, n, k, groups, k, xq.stride(0), wq.stride(0), y.stride(0), m_bucket(m),
+        SPLIT_K=1, **flags,
     )  # fmt: skip
     return y.to(out_dtype)
 

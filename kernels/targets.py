@@ -59,6 +59,8 @@ def _mm_sig(x: str, w: str, y: str) -> dict[str, str]:
 
 
 def _wo(name: str, w: str, wfmt: int, gs: int, bm: int, bn: int, bk: int, warps: int = 4) -> Spec:
+    """A weight-only kernel; ``*.gemv`` / ``*.decode`` names are the split-K decode kernel."""
+    decode = name.endswith((".gemv", ".decode"))
     ce = dict(
         WFMT=wfmt,
         GROUP_SIZE=gs,
@@ -70,16 +72,35 @@ def _wo(name: str, w: str, wfmt: int, gs: int, bm: int, bn: int, bk: int, warps:
         BLOCK_N=bn,
         BLOCK_K=bk,
     )
+    sig = _mm_sig("*bf16", w, "*bf16")
+    if decode:
+        ce["SPLIT_K"] = 4
+        sig = _split_sig(sig, "*fp32")
     return Spec(
         name,
         "weight_only",
-        "_weight_only_mm_kernel",
-        _mm_sig("*bf16", w, "*bf16"),
+        "_weight_only_decode_kernel" if decode else "_weight_only_mm_kernel",
+        sig,
         ce,
         warps=warps,
         fp8=wfmt == 2,
         mma=bm > 1,
     )
+
+
+def _split_sig(sig: dict[str, str], part: str) -> dict[str, str]:
+    """A matmul signature with the split-K partials pointer after y_ptr and K_SPLIT after G
+    (decode kernels, kernels/splitk.py); the decode kernels take no M_KEY."""
+    out: dict[str, str] = {}
+    for k, v in sig.items():
+        if k == "M_KEY" and "xq_ptr" not in sig:
+            continue
+        out[k] = v
+        if k == "y_ptr":
+            out["p_ptr"] = part
+        if k == "G":
+            out["K_SPLIT"] = "i32"
+    return out
 
 
 def _int_act(name: str, int4: bool, gs: int, bm: int, bn: int, bk: int, **kw: Any) -> Spec:
@@ -110,8 +131,53 @@ def _int_act(name: str, int4: bool, gs: int, bm: int, bn: int, bk: int, **kw: An
         BLOCK_M=bm,
         BLOCK_N=bn,
         BLOCK_K=bk,
+        SPLIT_K=4 if name.endswith(".decode") else 1,
     )
+    sig = _split_sig(sig, "*i32" if gs == 0 else "*fp32")
     return Spec(name, "int_act_mm", "_int_act_mm_kernel", sig, ce, **kw)
+
+
+def _splitk_specs() -> list[Spec]:
+    """The W4A8 GEMV (no matrix instructions) and the split-K reduction."""
+    gemv_sig = {
+        "xq_ptr": "*i8",
+        "xs_ptr": "*fp32",
+        "xz_ptr": "*i32",
+        "w_ptr": "*u8",
+        "s_ptr": "*fp32",
+        "b_ptr": "*bf16",
+        "bq_ptr": "*i32",
+        "gstar_ptr": "*i32",
+        "y_ptr": "*bf16",
+        "p_ptr": "*fp32",
+        "N": "i32",
+        "K": "i32",
+        "G": "i32",
+        "K_SPLIT": "i32",
+    }
+    gemv_ce = dict(
+        GROUP_SIZE=32, ASYM=False, STATIC=False, HAS_BIAS=True, HAS_BIAS_INT=False, SPLIT_K=4,
+        BLOCK_N=128,
+    )  # fmt: skip
+    red_sig = {
+        "part_ptr": "*fp32",
+        "bi_ptr": "*i32",
+        "cs_ptr": "*fp32",
+        "rs_ptr": "*fp32",
+        "b_ptr": "*bf16",
+        "y_ptr": "*bf16",
+        "M": "i32",
+        "N": "i32",
+        "stride_ym": "i32",
+    }
+    red_ce = dict(
+        SPLIT_K=4, HAS_BIAS_INT=False, COL_SCALE=True, ROW_SCALE=True, STATIC_ROW=False,
+        HAS_BIAS=True, BLOCK_N=512,
+    )  # fmt: skip
+    return [
+        Spec("w4a8.gemv", "int_act_mm", "_w4a8_gemv_kernel", gemv_sig, gemv_ce, mma=False),
+        Spec("splitk.reduce", "splitk", "_reduce_kernel", red_sig, red_ce, mma=False),
+    ]
 
 
 def specs(target: str) -> list[Spec]:
@@ -171,11 +237,11 @@ def specs(target: str) -> list[Spec]:
             fp8=True,
             mma=False,
         ),
-        _wo("int4wo.gemv", "*u8", 1, 128, 1, 16, 256),
+        _wo("int4wo.gemv", "*u8", 1, 128, 1, 32, 128),
         _wo("int4wo.decode", "*u8", 1, 128, 16, 32, 128),
         _wo("int4wo.prefill", "*u8", 1, 128, 128, 128, 64, warps=8),
-        _wo("int8wo.decode", "*i8", 0, 0, 16, 32, 256),
-        _wo("fp8wo.decode", f8, 2, 0, 16, 32, 256),
+        _wo("int8wo.decode", "*i8", 0, 0, 16, 64, 128),
+        _wo("fp8wo.decode", f8, 2, 0, 16, 64, 128),
         Spec(
             "dequant.int4",
             "weight_only",
@@ -186,6 +252,7 @@ def specs(target: str) -> list[Spec]:
         ),
         _int_act("w8a8.prefill", False, 0, 128, 128, 128, warps=8),
         _int_act("w4a8.decode", True, 32, 16, 64, 32),
+        *_splitk_specs(),
         Spec("fp8.prefill", "fp8_mm", "_fp8_mm_kernel", fp8_sig, fp8_ce, warps=8, fp8=True),
     ]
 

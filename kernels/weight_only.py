@@ -18,19 +18,22 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+from aoq.kernels import splitk
 from aoq.kernels._common import (
     FLOAT_DTYPES,
+    MAGIC,
     Strategy,
     WeightFormat,
     backend_of,
     check_2d,
     dot_flags,
+    exact_float,
     m_bucket,
     mma,
     out_dtype_for,
     unpack_nibbles,
 )
-from aoq.kernels.configs import autotune, mm_configs
+from aoq.kernels.configs import autotune, decode_tile, mm_configs
 
 from aoq.formats import affine, float8
 from aoq.formats import linear as ref
@@ -53,25 +56,61 @@ def _dequant_tile(
         offs_b = k0 // 2 + tl.arange(0, BLOCK_K // 2)
         bmask = nmask[:, None] & (offs_b < K // 2)[None, :]
         q = unpack_nibbles(tl.load(w_ptr + rows + offs_b[None, :], mask=bmask, other=0))
+        w = exact_float(q, 0)  # 2**23 + q: the zero point's subtraction removes the 2**23
+        zoff = MAGIC
     elif WFMT == 2:
-        q = tl.load(w_ptr + rows + offs_k[None, :], mask=mask, other=0.0)
+        w = tl.load(w_ptr + rows + offs_k[None, :], mask=mask, other=0.0).to(tl.float32)
     else:
         q = tl.load(w_ptr + rows + offs_k[None, :], mask=mask, other=0)
-    w = q.to(tl.float32)
+        w = exact_float(q.to(tl.int32), 128) - (MAGIC + 128.0)
     if SCALE or WFMT == 1:
         if GROUP_SIZE % BLOCK_K == 0:  # one group per tile: a [BLOCK_N] column of scales
             sidx = offs_n.to(tl.int64) * G + k0 // GROUP_SIZE
             if WFMT == 1:
-                w = w - tl.load(z_ptr + sidx, mask=nmask, other=0).to(tl.float32)[:, None]
+                w = w - (zoff + tl.load(z_ptr + sidx, mask=nmask, other=0).to(tl.float32))[:, None]
             if SCALE:
                 w = w * tl.load(s_ptr + sidx, mask=nmask, other=0.0)[:, None]
         else:  # several groups per tile: one scale per element
             sidx = offs_n.to(tl.int64)[:, None] * G + (offs_k // GROUP_SIZE)[None, :]
             if WFMT == 1:
-                w = w - tl.load(z_ptr + sidx, mask=mask, other=0).to(tl.float32)
+                w = w - (zoff + tl.load(z_ptr + sidx, mask=mask, other=0).to(tl.float32))
             if SCALE:
                 w = w * tl.load(s_ptr + sidx, mask=mask, other=0.0)
     return w
+
+
+@triton.jit
+def _int4_halves(
+    w_ptr, s_ptr, z_ptr, offs_n, k0, N, K, G, stride_wn,
+    GROUP_SIZE: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+):  # fmt: skip
+    """The int4 weights of columns k0 + 2j (low nibbles) and k0 + 2j + 1 (high nibbles) as two
+    float32 [BLOCK_N, BLOCK_K // 2] tiles, dequantized; one quantization group per tile. The
+    caller pairs them with the even and odd activations, so the codes are never interleaved
+    (an interleave is a register shuffle per element in Triton's layouts)."""
+    offs_b = k0 // 2 + tl.arange(0, BLOCK_K // 2)
+    nmask = offs_n < N
+    bmask = nmask[:, None] & (offs_b < K // 2)[None, :]
+    rows = offs_n.to(tl.int64)[:, None] * stride_wn
+    p = tl.load(w_ptr + rows + offs_b[None, :], mask=bmask, other=0).to(tl.int32)
+    sidx = offs_n.to(tl.int64) * G + k0 // GROUP_SIZE
+    zoff = tl.load(z_ptr + sidx, mask=nmask, other=0).to(tl.float32) + MAGIC
+    s = tl.load(s_ptr + sidx, mask=nmask, other=0.0)
+    lo = (exact_float(p & 0xF, 0) - zoff[:, None]) * s[:, None]
+    hi = (exact_float(p >> 4, 0) - zoff[:, None]) * s[:, None]
+    return lo, hi
+
+
+@triton.jit
+def _epilogue(acc, s_ptr, b_ptr, y_ptr, offs_m, offs_n, M, N, stride_ym,
+              PER_CHANNEL: tl.constexpr, HAS_BIAS: tl.constexpr):  # fmt: skip
+    nmask = offs_n < N
+    if PER_CHANNEL:
+        acc = acc * tl.load(s_ptr + offs_n, mask=nmask, other=0.0)[None, :]
+    if HAS_BIAS:
+        acc = acc + tl.load(b_ptr + offs_n, mask=nmask, other=0.0).to(tl.float32)[None, :]
+    y_ptrs = y_ptr + offs_m.to(tl.int64)[:, None] * stride_ym + offs_n[None, :]
+    tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=(offs_m < M)[:, None] & nmask[None, :])
 
 
 @triton.jit
@@ -82,41 +121,94 @@ def _weight_only_mm_kernel(
     HAS_BIAS: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
 ):  # fmt: skip
+    """Prefill: [BLOCK_M, BLOCK_N] output tiles on the matrix units over all of K."""
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(1)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     mmask = offs_m < M
     xrows = x_ptr + offs_m.to(tl.int64)[:, None] * stride_xm
-    x_row = x_ptr + pid_m.to(tl.int64) * stride_xm
-    if BLOCK_M == 1:  # GEMV: FMA into a register tile, one cross-lane reduction at the end
-        acc2 = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
-        for k0 in range(0, K, BLOCK_K):
-            offs_k = k0 + tl.arange(0, BLOCK_K)
-            w = _dequant_tile(w_ptr, s_ptr, z_ptr, offs_n, k0, N, K, G, stride_wn,
-                              WFMT, GROUP_SIZE, not PER_CHANNEL, BLOCK_N, BLOCK_K)  # fmt: skip
-            xv = tl.load(x_row + offs_k, mask=offs_k < K, other=0)
-            acc2 += w * xv.to(tl.float32)[None, :]
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        offs_k = k0 + tl.arange(0, BLOCK_K)
+        xt = tl.load(xrows + offs_k[None, :], mask=mmask[:, None] & (offs_k < K)[None, :], other=0)
+        w = _dequant_tile(w_ptr, s_ptr, z_ptr, offs_n, k0, N, K, G, stride_wn,
+                          WFMT, GROUP_SIZE, not PER_CHANNEL, BLOCK_N, BLOCK_K)  # fmt: skip
+        if not UPCAST:  # the interpreter keeps float32 (its downcasts do not round to even)
+            w = w.to(xt.dtype)
+        acc = mma(xt, tl.trans(w), acc, UPCAST, PRECISION)
+    _epilogue(acc, s_ptr, b_ptr, y_ptr, offs_m, offs_n, M, N, stride_ym, PER_CHANNEL, HAS_BIAS)
+
+
+@triton.jit
+def _weight_only_decode_kernel(
+    x_ptr, w_ptr, s_ptr, z_ptr, b_ptr, y_ptr, p_ptr,
+    M, N, K, G, K_SPLIT, stride_xm, stride_wn, stride_ym,
+    WFMT: tl.constexpr, GROUP_SIZE: tl.constexpr, PER_CHANNEL: tl.constexpr,
+    HAS_BIAS: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr,
+    SPLIT_K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+):  # fmt: skip
+    """Decode (M <= BLOCK_M <= 16): programs over N x SPLIT_K ranges of K (splitk.py). M == 1
+    is a GEMV: FMA into a [BLOCK_N, BLOCK_K] register tile, one cross-lane sum at the end;
+    2..16 rows pad to one 16-row tile for the matrix units. With SPLIT_K > 1 each program
+    stores its float32 partial [M, BLOCK_N] and splitk.reduce_partials finishes."""
+    pid_n = tl.program_id(0)
+    pid_k = tl.program_id(1)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_m = tl.arange(0, BLOCK_M)
+    k_lo = pid_k * K_SPLIT
+    k_hi = tl.minimum(K, k_lo + K_SPLIT)
+    HALVES: tl.constexpr = WFMT == 1 and GROUP_SIZE % BLOCK_K == 0
+    offs_h = 2 * tl.arange(0, BLOCK_K // 2)  # even columns of a K tile
+    if BLOCK_M == 1:
+        acc2 = tl.zeros((BLOCK_N, BLOCK_K // 2 if HALVES else BLOCK_K), dtype=tl.float32)
+        for k0 in range(k_lo, k_hi, BLOCK_K):
+            if HALVES:
+                lo, hi = _int4_halves(w_ptr, s_ptr, z_ptr, offs_n, k0, N, K, G, stride_wn,
+                                      GROUP_SIZE, BLOCK_N, BLOCK_K)  # fmt: skip
+                xe = tl.load(x_ptr + k0 + offs_h, mask=k0 + offs_h < K, other=0)
+                xo = tl.load(x_ptr + k0 + offs_h + 1, mask=k0 + offs_h + 1 < K, other=0)
+                acc2 += lo * xe.to(tl.float32)[None, :] + hi * xo.to(tl.float32)[None, :]
+            else:
+                offs_k = k0 + tl.arange(0, BLOCK_K)
+                w = _dequant_tile(w_ptr, s_ptr, z_ptr, offs_n, k0, N, K, G, stride_wn,
+                                  WFMT, GROUP_SIZE, not PER_CHANNEL, BLOCK_N, BLOCK_K)  # fmt: skip
+                xv = tl.load(x_ptr + offs_k, mask=offs_k < K, other=0)
+                acc2 += w * xv.to(tl.float32)[None, :]
         acc = tl.sum(acc2, axis=1)[None, :]
     else:
+        mmask = offs_m < M
+        xrows = x_ptr + offs_m.to(tl.int64)[:, None] * stride_xm
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for k0 in range(0, K, BLOCK_K):
-            offs_k = k0 + tl.arange(0, BLOCK_K)
-            xt = tl.load(
-                xrows + offs_k[None, :], mask=mmask[:, None] & (offs_k < K)[None, :], other=0
-            )
-            w = _dequant_tile(w_ptr, s_ptr, z_ptr, offs_n, k0, N, K, G, stride_wn,
-                              WFMT, GROUP_SIZE, not PER_CHANNEL, BLOCK_N, BLOCK_K)  # fmt: skip
-            if not UPCAST:  # the interpreter keeps float32 (its downcasts do not round to even)
-                w = w.to(xt.dtype)
-            acc = mma(xt, tl.trans(w), acc, UPCAST, PRECISION)
-    nmask = offs_n < N
-    if PER_CHANNEL:
-        acc = acc * tl.load(s_ptr + offs_n, mask=nmask, other=0.0)[None, :]
-    if HAS_BIAS:
-        acc = acc + tl.load(b_ptr + offs_n, mask=nmask, other=0.0).to(tl.float32)[None, :]
-    y_ptrs = y_ptr + offs_m.to(tl.int64)[:, None] * stride_ym + offs_n[None, :]
-    tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=mmask[:, None] & nmask[None, :])
+        for k0 in range(k_lo, k_hi, BLOCK_K):
+            if HALVES:
+                lo, hi = _int4_halves(w_ptr, s_ptr, z_ptr, offs_n, k0, N, K, G, stride_wn,
+                                      GROUP_SIZE, BLOCK_N, BLOCK_K)  # fmt: skip
+                ke = k0 + offs_h
+                xe = tl.load(xrows + ke[None, :], mask=mmask[:, None] & (ke < K)[None, :], other=0)
+                xo = tl.load(xrows + ke[None, :] + 1, mask=mmask[:, None] & (ke + 1 < K)[None, :],
+                             other=0)  # fmt: skip
+                if not UPCAST:
+                    lo = lo.to(xe.dtype)
+                    hi = hi.to(xe.dtype)
+                acc = mma(xe, tl.trans(lo), acc, UPCAST, PRECISION)
+                acc = mma(xo, tl.trans(hi), acc, UPCAST, PRECISION)
+            else:
+                offs_k = k0 + tl.arange(0, BLOCK_K)
+                xmask = mmask[:, None] & (offs_k < K)[None, :]
+                xt = tl.load(xrows + offs_k[None, :], mask=xmask, other=0)
+                w = _dequant_tile(w_ptr, s_ptr, z_ptr, offs_n, k0, N, K, G, stride_wn,
+                                  WFMT, GROUP_SIZE, not PER_CHANNEL, BLOCK_N, BLOCK_K)  # fmt: skip
+                if not UPCAST:
+                    w = w.to(xt.dtype)
+                acc = mma(xt, tl.trans(w), acc, UPCAST, PRECISION)
+    if SPLIT_K == 1:
+        _epilogue(acc, s_ptr, b_ptr, y_ptr, offs_m, offs_n, M, N, stride_ym,
+                  PER_CHANNEL, HAS_BIAS)  # fmt: skip
+    else:
+        part = p_ptr + pid_k.to(tl.int64) * M * N + offs_m.to(tl.int64)[:, None] * N
+        pmask = (offs_m < M)[:, None] & (offs_n < N)[None, :]
+        tl.store(part + offs_n[None, :], acc, mask=pmask)
 
 
 @triton.jit
@@ -137,19 +229,20 @@ def _dequantize_kernel(
 
 # --- launchers --------------------------------------------------------------------------------
 
-_TUNED: dict[tuple, object] = {}
+_TUNED: dict[object, object] = {}
 
 
-def _tuned(strategy: Strategy, gemv: bool, device: torch.device):
+def _tuned(device: torch.device):
+    """The prefill kernel under the autotuner (tile shapes only: each output element is one
+    program's K loop in order, so every config gives the same bits)."""
     backend = backend_of(device)
-    key = (backend, strategy, gemv)
-    if key not in _TUNED:
-        _TUNED[key] = autotune(
+    if backend not in _TUNED:
+        _TUNED[backend] = autotune(
             _weight_only_mm_kernel,
-            mm_configs(backend, strategy, gemv),
+            mm_configs(backend, Strategy.PREFILL, False),
             ["M_KEY", "N", "K", "WFMT", "GROUP_SIZE", "PER_CHANNEL"],
         )
-    return _TUNED[key]
+    return _TUNED[backend]
 
 
 def _format(qdata: torch.Tensor, k: int) -> WeightFormat:
@@ -182,32 +275,73 @@ def weight_only_mm_triton(
     zero: torch.Tensor | None,
     bias: torch.Tensor | None,
     strategy: int,
+    split: int | None = None,
 ) -> torch.Tensor:
-    """Triton launcher of ``aoq::weight_only_mm`` (x [M, K] float, codes [N, K | K/2])."""
+    """Triton launcher of ``aoq::weight_only_mm`` (x [M, K] float, codes [N, K | K/2]).
+    ``split``: force the decode kernel's split-K (tests; default: splitk.split_k)."""
     groups, wfmt = _check(x, qdata, scale)
     m, k = x.shape
     n = qdata.shape[0]
     y = torch.empty((m, n), dtype=out_dtype_for(x.dtype), device=x.device)
     if m == 0:
         return y.to(x.dtype)
-    strat = Strategy(strategy)
-    gemv = strat is Strategy.DECODE and m == 1
     per_channel = groups == 1 and wfmt is not WeightFormat.UINT4
     upcast, precision = dot_flags(x.dtype)
-    kernel = _tuned(strat, gemv, x.device)
     scale_c = scale.contiguous()
     z = zero.contiguous() if zero is not None else scale_c
+    b = bias if bias is not None else scale_c
+    if Strategy(strategy) is Strategy.DECODE and m <= 16:
+        _decode(x, qdata, scale_c, z, bias, y, groups, wfmt, per_channel, upcast, precision, split)
+        return y.to(x.dtype)
 
     def grid(meta: dict) -> tuple[int, int]:
         return (triton.cdiv(n, meta["BLOCK_N"]), triton.cdiv(m, meta["BLOCK_M"]))
 
-    kernel[grid](  # type: ignore[index]
-        x, qdata, scale_c, z, bias if bias is not None else scale_c, y,
+    _tuned(x.device)[grid](  # type: ignore[index]
+        x, qdata, scale_c, z, b, y,
         m, n, k, groups, x.stride(0), qdata.stride(0), y.stride(0), m_bucket(m),
         WFMT=int(wfmt), GROUP_SIZE=k // groups, PER_CHANNEL=per_channel,
         HAS_BIAS=bias is not None, UPCAST=upcast, PRECISION=precision,
     )  # fmt: skip
     return y.to(x.dtype)
+
+
+def _decode(
+    x: torch.Tensor,
+    qdata: torch.Tensor,
+    scale: torch.Tensor,
+    zero: torch.Tensor,
+    bias: torch.Tensor | None,
+    y: torch.Tensor,
+    groups: int,
+    wfmt: WeightFormat,
+    per_channel: bool,
+    upcast: bool,
+    precision: str,
+    split: int | None,
+) -> None:
+    """The decode kernel with a tile and split chosen from the shape (configs.decode_tile,
+    splitk.split_k): no timing autotune, so every process computes the same bits."""
+    m, k = x.shape
+    n = qdata.shape[0]
+    backend = backend_of(x.device)
+    gs = k // groups
+    cfg = decode_tile(backend, m, int4=wfmt is WeightFormat.UINT4, group_size=gs)
+    bn, bk = cfg["BLOCK_N"], cfg["BLOCK_K"]
+    n_prog = triton.cdiv(n, bn)
+    if split is None:
+        split = splitk.split_k(backend, x.device, n_prog, k, bk, per_sm=16 if m == 1 else 4)
+    k_split = splitk.k_per_split(k, split, bk)
+    split = triton.cdiv(k, k_split)
+    part = torch.empty((split, m, n), dtype=torch.float32, device=x.device) if split > 1 else y
+    _weight_only_decode_kernel[(n_prog, split)](
+        x, qdata, scale, zero, bias if bias is not None else scale, y, part,
+        m, n, k, groups, k_split, x.stride(0), qdata.stride(0), y.stride(0),
+        WFMT=int(wfmt), GROUP_SIZE=gs, PER_CHANNEL=per_channel, HAS_BIAS=bias is not None,
+        UPCAST=upcast, PRECISION=precision, SPLIT_K=split, **cfg,
+    )  # fmt: skip
+    if split > 1:
+        splitk.reduce_partials(part, y, col_scale=scale if per_channel else None, bias=bias)
 
 
 def dequantize_weight_triton(

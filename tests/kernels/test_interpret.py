@@ -115,3 +115,50 @@ def test_unaligned_and_empty():
     budget = max(2 * float_torch_error(x, lin.weight, lin.bias), 1e-6)
     assert max_rel_error(float64_linear(x, lin.weight, lin.bias), lin(x)) <= budget
     assert lin(torch.randn(0, 200)).shape == (0, 40)
+
+
+@pytest.mark.parametrize("m", [1, 5])
+@pytest.mark.parametrize("split", [1, 2, 3])
+def test_weight_only_decode_split_k(m, split):
+    """The decode kernel's K ranges and their in-order reduction (kernels/splitk.py), every
+    weight format; int4 both with one group per K tile (the de-interleaved path) and with
+    groups smaller than the tile."""
+    w = torch.randn(72, 768)
+    x = torch.randn(m, 768)
+    bias = torch.randn(72)
+    q8, s8 = affine.quantize_int8_symmetric(w, None)
+    cases = [(q8, s8, None)]
+    for gs in (128, 32):
+        q, s, z = affine.quantize_uint4_asymmetric(w, gs)
+        cases.append((pack_uint4(q), s, z))
+    for q, s, z in cases:
+        want = wo.weight_only_mm(x, q, s, z, bias, 0)
+        got = wo.weight_only_mm_triton(x, q, s, z, bias, 0, split=split)
+        assert max_rel_error(want, got) < 1e-6
+
+
+@pytest.mark.parametrize("m", [1, 5])
+@pytest.mark.parametrize("mode", [0, 1, 2], ids=["sym", "asym", "static"])
+@pytest.mark.parametrize("split", [1, 2, 3])
+def test_int_act_decode_split_k(m, mode, split):
+    """W8A8 and W4A8 decode with K split (W4A8 at M=1 is the float GEMV whose group sums are
+    exact integers): W8A8's int32 partials sum exactly, so its output stays bit-exact."""
+    w = torch.randn(80, 1024)
+    x = torch.randn(m, 1024)
+    xq, xs, xz = aq.quantize_int8_act(x, mode, torch.tensor(0.035))
+    zero = xz if mode == 1 else None
+    bias_int = torch.randint(-999, 999, (80,), dtype=torch.int32) if mode == 2 else None
+    bias = None if mode == 2 else torch.randn(80)
+    q8, s8 = affine.quantize_int8_symmetric(w, None)
+    q4, s4 = affine.quantize_int4_symmetric(w, 32)
+    for wq, ws in ((q8, s8), (pack_uint4(q4 + 8), s4)):
+        if mode == 1 and wq.dtype == torch.int8:
+            continue
+        want = ia.int_act_mm(xq, xs, zero, wq, ws, bias, bias_int, torch.float32, 0)
+        got = ia.int_act_mm_triton(
+            xq, xs, zero, wq, ws, bias, bias_int, torch.float32, 0, split=split
+        )
+        if wq.dtype == torch.int8:
+            assert bit_equal(got, want)
+        else:
+            assert max_rel_error(want, got) < 1e-6

@@ -1,0 +1,163 @@
+"""Sweep the decode kernels' tile and split-K on one GPU (the data behind configs.decode_tile).
+
+``python bench/decode_sweep.py [--quick]`` times, for M in {1, 16} and K x N in {8192 x 8192,
+4096 x 14336}, the weight-only decode kernel (int8, int4-g128, fp8) and the W4A8 decode path
+(activation quantization + int_act_mm) at several tiles and splits, as CUDA-graph replays over
+enough weight copies to overflow L2, against bf16 F.linear. Prints per case the rule's choice
+and the fastest variants (µs, speedup vs bf16, fraction of the weight-bytes floor at the
+measured copy bandwidth). A tuning aid, not the benchmark of record (that is ``make bench``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import statistics
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from aoq.formats import affine, float8
+from aoq.formats.packing import pack_uint4
+
+
+def graph_us(calls: list[Callable[[], Any]], reps: int = 20) -> float:
+    for c in calls:
+        c()
+    torch.cuda.synchronize()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for c in calls:
+            c()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for c in calls:
+            c()
+    g.replay()
+    out = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        g.replay()
+        b.record()
+        b.synchronize()
+        out.append(a.elapsed_time(b) * 1e3 / len(calls))
+    return statistics.median(out)
+
+
+def copy_gbps() -> float:
+    a = torch.empty(1 << 28, dtype=torch.bfloat16, device="cuda")
+    b = torch.empty_like(a)
+    return 2 * a.numel() * 2 / graph_us([lambda: b.copy_(a)]) / 1e3
+
+
+def weights(fmt: str, n: int, k: int, copies: int) -> list[tuple]:
+    out = []
+    for _ in range(copies):
+        w = torch.randn(n, k, device="cuda")
+        if fmt == "int8":
+            q, s = affine.quantize_int8_symmetric(w, None)
+            out.append((q, s, None))
+        elif fmt == "int4":
+            q, s, z = affine.quantize_uint4_asymmetric(w, 128)
+            out.append((pack_uint4(q), s, z))
+        elif fmt == "fp8":
+            q, s = float8.quantize_fp8(w, float8.Granularity.ROW)
+            out.append((q, s.reshape(-1), None))
+        else:  # w4a8
+            q, s = affine.quantize_int4_symmetric(w, 32)
+            out.append((pack_uint4(q + 8), s, None))
+    return out
+
+
+def variants(m: int, quick: bool) -> list[dict]:
+    """Tiles x splits to time (each pair compiles once; shapes reuse the binaries)."""
+    if m == 1:
+        tiles = [(16, 256, 4), (32, 128, 4), (32, 256, 4), (64, 128, 4), (8, 256, 4), (32, 128, 8)]
+    else:
+        tiles = [(32, 128, 4), (64, 128, 4), (64, 64, 4), (128, 64, 4)]
+    splits = (2, 4, 8, 16)
+    if quick:
+        tiles, splits = tiles[:2], (4, 8)
+    grid = [{"tile": t, "split": s} for t, s in itertools.product(tiles, splits)]
+    return grid + [{"tile": None, "split": None}]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--formats", default="int4,int8,fp8,w4a8")
+    args = ap.parse_args()
+    from aoq.kernels import act_quant, configs, int_act_mm, weight_only
+
+    bw = copy_gbps()
+    print(f"copy bandwidth {bw:.0f} GB/s", flush=True)
+    real_tile = configs.decode_tile
+    for (k, n), m, fmt in itertools.product(
+        ((8192, 8192), (4096, 14336)), (1, 16), args.formats.split(",")
+    ):
+        copies = 8
+        ws = weights(fmt, n, k, copies)
+        xs = [torch.randn(m, k, dtype=torch.bfloat16, device="cuda") for _ in range(copies)]
+        wb = [torch.randn(n, k, dtype=torch.bfloat16, device="cuda") for _ in range(copies)]
+        bf16 = graph_us([lambda x=x, w=w: F.linear(x, w) for x, w in zip(xs, wb, strict=True)])
+        del wb
+        nbytes = sum(t.numel() * t.element_size() for t in ws[0] if t is not None)
+        floor = nbytes / bw / 1e3
+        res = []
+        for v in variants(m, args.quick):
+            if v["tile"] is not None:
+                bn, bk, w = v["tile"]
+
+                def tile(backend, mm, int4, group_size, bn=bn, bk=bk, w=w):
+                    cfg = real_tile(backend, mm, int4, group_size)
+                    cap = group_size if group_size else 1 << 30
+                    cfg.update(BLOCK_N=bn, BLOCK_K=max(16, min(bk, cap)), num_warps=w)
+                    return cfg
+
+                weight_only.decode_tile = tile
+                int_act_mm.decode_tile = tile
+            else:
+                weight_only.decode_tile = real_tile
+                int_act_mm.decode_tile = real_tile
+            sp = v["split"]
+            try:
+                if fmt == "w4a8":
+
+                    def call(x, q, s, sp=sp):
+                        xq, xsc, _ = act_quant.quantize_int8_act_triton(x, 0, None)
+                        return int_act_mm.int_act_mm_triton(
+                            xq, xsc, None, q, s, None, None, x.dtype, 0, split=sp
+                        )
+
+                    pairs = zip(xs, ws, strict=True)
+                    calls = [lambda x=x, t=t: call(x, t[0], t[1]) for x, t in pairs]
+                else:
+                    calls = [
+                        lambda x=x, t=t, sp=sp: weight_only.weight_only_mm_triton(
+                            x, t[0], t[1], t[2], None, 0, split=sp
+                        )
+                        for x, t in zip(xs, ws, strict=True)
+                    ]
+                t = graph_us(calls)
+                res.append((t, v))
+            except Exception as e:  # noqa: BLE001 - a variant that fails to compile is skipped
+                print(f"  {fmt} M{m} {v}: {type(e).__name__}: {str(e)[:120]}")
+        weight_only.decode_tile = real_tile
+        int_act_mm.decode_tile = real_tile
+        res.sort(key=lambda r: r[0])
+        rule = next((t for t, v in res if v["tile"] is None), float("nan"))
+        head = f"{fmt:5} M{m:<3} K{k} N{n}: bf16 {bf16:6.1f}us floor {floor:5.1f}us"
+        print(f"{head} | rule {rule:6.1f}us x{bf16 / rule:.2f} roof {floor / rule:.0%}")
+        for t, v in res[:4]:
+            print(f"      {t:6.1f}us x{bf16 / t:.2f} roof {floor / t:.0%} {v}", flush=True)
+        del ws, xs
+        torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()
