@@ -139,9 +139,7 @@ def decode_tile(backend: Backend, m: int, int4: bool, group_size: int) -> dict[s
         bm, bn, bk = 1, (32 if int4 else 16), (128 if int4 else 256)
         warps, stages = 4, 1
     else:
-        # int4 keeps 32 columns: its two half-tile dots at 64 spill on sm90 (targets.py)
-        bm, bn, bk = 16, (32 if int4 else 64), 128
-        warps, stages = 4, (2 if backend is Backend.ROCM else 3)
+        bm, bn, bk, warps, stages = 16, 64, 128, 4, (2 if backend is Backend.ROCM else 3)
     return {
         "BLOCK_M": bm,
         "BLOCK_N": bn,

@@ -266,7 +266,7 @@ def int_act_mm_triton(
         n_prog = triton.cdiv(n, cfg["BLOCK_N"])
         align = cfg["BLOCK_K"] if per_channel else max(cfg["BLOCK_K"], gs)
         if split is None:
-            split = splitk.split_k(backend, xq.device, n_prog, k, align, per_sm=4)
+            split = splitk.split_k(backend, xq.device, n_prog, k, align)
         k_split = splitk.k_per_split(k, split, align)
         split = triton.cdiv(k, k_split)
         part_dtype = torch.int32 if per_channel else torch.float32

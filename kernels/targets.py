@@ -238,7 +238,7 @@ def specs(target: str) -> list[Spec]:
             mma=False,
         ),
         _wo("int4wo.gemv", "*u8", 1, 128, 1, 32, 128),
-        _wo("int4wo.decode", "*u8", 1, 128, 16, 32, 128),
+        _wo("int4wo.decode", "*u8", 1, 128, 16, 64, 128),
         _wo("int4wo.prefill", "*u8", 1, 128, 128, 128, 64, warps=8),
         _wo("int8wo.decode", "*i8", 0, 0, 16, 64, 128),
         _wo("fp8wo.decode", f8, 2, 0, 16, 64, 128),

@@ -80,28 +80,6 @@ def _dequant_tile(
 
 
 @triton.jit
-def _int4_halves(
-    w_ptr, s_ptr, z_ptr, offs_n, k0, N, K, G, stride_wn,
-    GROUP_SIZE: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-):  # fmt: skip
-    """The int4 weights of columns k0 + 2j (low nibbles) and k0 + 2j + 1 (high nibbles) as two
-    float32 [BLOCK_N, BLOCK_K // 2] tiles, dequantized; one quantization group per tile. The
-    caller pairs them with the even and odd activations, so the codes are never interleaved
-    (an interleave is a register shuffle per element in Triton's layouts)."""
-    offs_b = k0 // 2 + tl.arange(0, BLOCK_K // 2)
-    nmask = offs_n < N
-    bmask = nmask[:, None] & (offs_b < K // 2)[None, :]
-    rows = offs_n.to(tl.int64)[:, None] * stride_wn
-    p = tl.load(w_ptr + rows + offs_b[None, :], mask=bmask, other=0).to(tl.int32)
-    sidx = offs_n.to(tl.int64) * G + k0 // GROUP_SIZE
-    zoff = tl.load(z_ptr + sidx, mask=nmask, other=0).to(tl.float32) + MAGIC
-    s = tl.load(s_ptr + sidx, mask=nmask, other=0.0)
-    lo = (exact_float(p & 0xF, 0) - zoff[:, None]) * s[:, None]
-    hi = (exact_float(p >> 4, 0) - zoff[:, None]) * s[:, None]
-    return lo, hi
-
-
-@triton.jit
 def _epilogue(acc, s_ptr, b_ptr, y_ptr, offs_m, offs_n, M, N, stride_ym,
               PER_CHANNEL: tl.constexpr, HAS_BIAS: tl.constexpr):  # fmt: skip
     nmask = offs_n < N
@@ -158,50 +136,28 @@ def _weight_only_decode_kernel(
     offs_m = tl.arange(0, BLOCK_M)
     k_lo = pid_k * K_SPLIT
     k_hi = tl.minimum(K, k_lo + K_SPLIT)
-    HALVES: tl.constexpr = WFMT == 1 and GROUP_SIZE % BLOCK_K == 0
-    offs_h = 2 * tl.arange(0, BLOCK_K // 2)  # even columns of a K tile
     if BLOCK_M == 1:
-        acc2 = tl.zeros((BLOCK_N, BLOCK_K // 2 if HALVES else BLOCK_K), dtype=tl.float32)
+        acc2 = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
         for k0 in range(k_lo, k_hi, BLOCK_K):
-            if HALVES:
-                lo, hi = _int4_halves(w_ptr, s_ptr, z_ptr, offs_n, k0, N, K, G, stride_wn,
-                                      GROUP_SIZE, BLOCK_N, BLOCK_K)  # fmt: skip
-                xe = tl.load(x_ptr + k0 + offs_h, mask=k0 + offs_h < K, other=0)
-                xo = tl.load(x_ptr + k0 + offs_h + 1, mask=k0 + offs_h + 1 < K, other=0)
-                acc2 += lo * xe.to(tl.float32)[None, :] + hi * xo.to(tl.float32)[None, :]
-            else:
-                offs_k = k0 + tl.arange(0, BLOCK_K)
-                w = _dequant_tile(w_ptr, s_ptr, z_ptr, offs_n, k0, N, K, G, stride_wn,
-                                  WFMT, GROUP_SIZE, not PER_CHANNEL, BLOCK_N, BLOCK_K)  # fmt: skip
-                xv = tl.load(x_ptr + offs_k, mask=offs_k < K, other=0)
-                acc2 += w * xv.to(tl.float32)[None, :]
+            offs_k = k0 + tl.arange(0, BLOCK_K)
+            w = _dequant_tile(w_ptr, s_ptr, z_ptr, offs_n, k0, N, K, G, stride_wn,
+                              WFMT, GROUP_SIZE, not PER_CHANNEL, BLOCK_N, BLOCK_K)  # fmt: skip
+            xv = tl.load(x_ptr + offs_k, mask=offs_k < K, other=0)
+            acc2 += w * xv.to(tl.float32)[None, :]
         acc = tl.sum(acc2, axis=1)[None, :]
     else:
         mmask = offs_m < M
         xrows = x_ptr + offs_m.to(tl.int64)[:, None] * stride_xm
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         for k0 in range(k_lo, k_hi, BLOCK_K):
-            if HALVES:
-                lo, hi = _int4_halves(w_ptr, s_ptr, z_ptr, offs_n, k0, N, K, G, stride_wn,
-                                      GROUP_SIZE, BLOCK_N, BLOCK_K)  # fmt: skip
-                ke = k0 + offs_h
-                xe = tl.load(xrows + ke[None, :], mask=mmask[:, None] & (ke < K)[None, :], other=0)
-                xo = tl.load(xrows + ke[None, :] + 1, mask=mmask[:, None] & (ke + 1 < K)[None, :],
-                             other=0)  # fmt: skip
-                if not UPCAST:
-                    lo = lo.to(xe.dtype)
-                    hi = hi.to(xe.dtype)
-                acc = mma(xe, tl.trans(lo), acc, UPCAST, PRECISION)
-                acc = mma(xo, tl.trans(hi), acc, UPCAST, PRECISION)
-            else:
-                offs_k = k0 + tl.arange(0, BLOCK_K)
-                xmask = mmask[:, None] & (offs_k < K)[None, :]
-                xt = tl.load(xrows + offs_k[None, :], mask=xmask, other=0)
-                w = _dequant_tile(w_ptr, s_ptr, z_ptr, offs_n, k0, N, K, G, stride_wn,
-                                  WFMT, GROUP_SIZE, not PER_CHANNEL, BLOCK_N, BLOCK_K)  # fmt: skip
-                if not UPCAST:
-                    w = w.to(xt.dtype)
-                acc = mma(xt, tl.trans(w), acc, UPCAST, PRECISION)
+            offs_k = k0 + tl.arange(0, BLOCK_K)
+            xmask = mmask[:, None] & (offs_k < K)[None, :]
+            xt = tl.load(xrows + offs_k[None, :], mask=xmask, other=0)
+            w = _dequant_tile(w_ptr, s_ptr, z_ptr, offs_n, k0, N, K, G, stride_wn,
+                              WFMT, GROUP_SIZE, not PER_CHANNEL, BLOCK_N, BLOCK_K)  # fmt: skip
+            if not UPCAST:
+                w = w.to(xt.dtype)
+            acc = mma(xt, tl.trans(w), acc, UPCAST, PRECISION)
     if SPLIT_K == 1:
         _epilogue(acc, s_ptr, b_ptr, y_ptr, offs_m, offs_n, M, N, stride_ym,
                   PER_CHANNEL, HAS_BIAS)  # fmt: skip
@@ -330,7 +286,7 @@ def _decode(
     bn, bk = cfg["BLOCK_N"], cfg["BLOCK_K"]
     n_prog = triton.cdiv(n, bn)
     if split is None:
-        split = splitk.split_k(backend, x.device, n_prog, k, bk, per_sm=16 if m == 1 else 4)
+        split = splitk.split_k(backend, x.device, n_prog, k, bk, per_sm=16 if m == 1 else 8)
     k_split = splitk.k_per_split(k, split, bk)
     split = triton.cdiv(k, k_split)
     part = torch.empty((split, m, n), dtype=torch.float32, device=x.device) if split > 1 else y

@@ -121,8 +121,7 @@ def test_unaligned_and_empty():
 @pytest.mark.parametrize("split", [1, 2, 3])
 def test_weight_only_decode_split_k(m, split):
     """The decode kernel's K ranges and their in-order reduction (kernels/splitk.py), every
-    weight format; int4 both with one group per K tile (the de-interleaved path) and with
-    groups smaller than the tile."""
+    weight format; int4 both with one group per K tile and with groups smaller than it."""
     w = torch.randn(72, 768)
     x = torch.randn(m, 768)
     bias = torch.randn(72)
