@@ -3,8 +3,8 @@
 Talks the DevTools protocol over ``--remote-debugging-pipe`` (file descriptors 3 and 4, JSON
 messages ended by NUL), so it needs Chromium and nothing else: no driver, no network, a fresh
 profile directory per call. Collected as errors: console.error calls, uncaught exceptions, and
-browser log entries of level error (a blocked request, a CSP violation). The page must also
-finish its own script (it sets ``document.body.dataset.ready``).
+browser log entries of level error (a blocked request, a CSP violation), failed loads. The
+page must also finish its own script (it sets ``document.body.dataset.ready``).
 """
 
 from __future__ import annotations
@@ -120,7 +120,125 @@ def _errors(events: list[dict[str, Any]]) -> list[str]:
             )
         elif method == "Log.entryAdded" and p.get("entry", {}).get("level") == "error":
             out.append("log: " + p["entry"].get("text", ""))
+        elif method == "Network.loadingFailed" and not p.get("canceled"):
+            out.append(f"failed load: {p.get('errorText')} ({p.get('type')})")
     return out
+
+
+class Browser:
+    """One headless Chromium with one tab; ``open`` loads pages in it one after another."""
+
+    def __init__(self, width: int = 1400, height: int = 1000, timeout: float = 60.0) -> None:
+        exe = find_chromium()
+        if exe is None:
+            raise BrowserError("no chromium on PATH (Debian: apt-get install chromium)")
+        self.width, self.height, self.timeout = width, height, timeout
+        self.profile = tempfile.mkdtemp(prefix="aoq-chromium-")
+        to_chrome_r, to_chrome_w = os.pipe()
+        from_chrome_r, from_chrome_w = os.pipe()
+
+        def _fds() -> None:
+            """In the child: the pipes become fds 3 (commands in) and 4 (replies out); moved
+            above 10 first so that neither dup2 overwrites the other's source."""
+            hi_r = fcntl.fcntl(to_chrome_r, fcntl.F_DUPFD, 10)
+            hi_w = fcntl.fcntl(from_chrome_w, fcntl.F_DUPFD, 10)
+            os.dup2(hi_r, 3)
+            os.dup2(hi_w, 4)
+
+        self.proc = subprocess.Popen(
+            [exe, *FLAGS, f"--user-data-dir={self.profile}", "about:blank"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            preexec_fn=_fds,
+            close_fds=False,
+        )
+        os.close(to_chrome_r)
+        os.close(from_chrome_w)
+        self.pipe = _Pipe(self.proc, to_chrome_w, from_chrome_r)
+        try:
+            target = self.pipe.send("Target.createTarget", {"url": "about:blank"}, timeout=timeout)
+            self.session = self.pipe.send(
+                "Target.attachToTarget", {"targetId": target["targetId"], "flatten": True}
+            )["sessionId"]
+            for domain in ("Runtime", "Log", "Page", "Network"):
+                self.pipe.send(f"{domain}.enable", session=self.session)
+            self.pipe.send(
+                "Emulation.setDeviceMetricsOverride",
+                {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
+                session=self.session,
+            )
+        except BaseException:
+            self.close()
+            raise
+
+    def open(
+        self,
+        page: Path,
+        screenshot: Path | None = None,
+        evaluate: dict[str, str] | None = None,
+        require_ready: bool = True,
+        max_height: int = 4000,
+    ) -> PageCheck:
+        """Load ``page`` (file://), wait for load and the page's script, collect errors and
+        failed loads, run the ``evaluate`` expressions ({name: js}), save a screenshot of the
+        page's top ``max_height`` pixels. Raises BrowserError."""
+        pipe, session = self.pipe, self.session
+        pipe.events.clear()
+        nav = pipe.send("Page.navigate", {"url": page.resolve().as_uri()}, session=session)
+        if nav.get("errorText"):
+            raise BrowserError(f"{page}: {nav['errorText']}")
+        pipe.wait_event("Page.loadEventFired", self.timeout)
+        results: dict[str, Any] = {}
+        exprs = {"ready": "document.body.dataset.ready || ''", **(evaluate or {})}
+        for name, js in exprs.items():
+            r = pipe.send(
+                "Runtime.evaluate", {"expression": js, "returnByValue": True}, session=session
+            )
+            results[name] = r.get("result", {}).get("value")
+        if require_ready and results["ready"] != "1":
+            raise BrowserError(
+                f"{page.name}: the page's script did not finish (body.dataset.ready)"
+            )
+        shot = None
+        if screenshot is not None:
+            size = pipe.send("Page.getLayoutMetrics", session=session)["cssContentSize"]
+            clip = {
+                "x": 0,
+                "y": 0,
+                "width": self.width,
+                "scale": 1,
+                "height": min(max(size["height"], self.height), max_height),
+            }
+            data = pipe.send(
+                "Page.captureScreenshot",
+                {"format": "png", "clip": clip, "captureBeyondViewport": True},
+                session=session,
+            )
+            screenshot.parent.mkdir(parents=True, exist_ok=True)
+            screenshot.write_bytes(base64.b64decode(data["data"]))
+            shot = screenshot
+        time.sleep(0.2)
+        pipe.events.extend(pipe._read(0.2))
+        return PageCheck(_errors(pipe.events), shot, results)
+
+    def close(self) -> None:
+        try:
+            msg = {"id": 10**6, "method": "Browser.close"}
+            os.write(self.pipe.w, json.dumps(msg).encode() + b"\0")
+            self.proc.wait(timeout=10)
+        except (OSError, subprocess.TimeoutExpired, AttributeError):
+            self.proc.kill()
+            self.proc.wait()
+        if hasattr(self, "pipe"):
+            os.close(self.pipe.w)
+            os.close(self.pipe.r)
+        shutil.rmtree(self.profile, ignore_errors=True)
+
+    def __enter__(self) -> Browser:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def check_page(
@@ -132,72 +250,17 @@ def check_page(
     timeout: float = 60.0,
     require_ready: bool = True,
 ) -> PageCheck:
-    """Open ``page`` (file://), wait for load and the page's script, collect errors, run the
-    ``evaluate`` expressions ({name: js}), save a screenshot. Raises BrowserError."""
-    exe = find_chromium()
-    if exe is None:
-        raise BrowserError("no chromium on PATH (Debian: apt-get install chromium)")
-    profile = tempfile.mkdtemp(prefix="aoq-chromium-")
-    to_chrome_r, to_chrome_w = os.pipe()
-    from_chrome_r, from_chrome_w = os.pipe()
+    """One page in a fresh Chromium (see ``Browser.open``). Raises BrowserError."""
+    with Browser(width, height, timeout) as b:
+        return b.open(page, screenshot, evaluate, require_ready)
 
-    def _fds() -> None:
-        """In the child: the pipes become fds 3 (commands in) and 4 (replies out); moved
-        above 10 first so that neither dup2 overwrites the other's source."""
-        hi_r = fcntl.fcntl(to_chrome_r, fcntl.F_DUPFD, 10)
-        hi_w = fcntl.fcntl(from_chrome_w, fcntl.F_DUPFD, 10)
-        os.dup2(hi_r, 3)
-        os.dup2(hi_w, 4)
 
-    proc = subprocess.Popen(
-        [exe, *FLAGS, f"--user-data-dir={profile}", "about:blank"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        preexec_fn=_fds,
-        close_fds=False,
-    )
-    os.close(to_chrome_r)
-    os.close(from_chrome_w)
-    pipe = _Pipe(proc, to_chrome_w, from_chrome_r)
-    try:
-        target = pipe.send("Target.createTarget", {"url": "about:blank"}, timeout=timeout)
-        session = pipe.send(
-            "Target.attachToTarget", {"targetId": target["targetId"], "flatten": True}
-        )["sessionId"]
-        for domain in ("Runtime", "Log", "Page"):
-            pipe.send(f"{domain}.enable", session=session)
-        pipe.send(
-            "Emulation.setDeviceMetricsOverride",
-            {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
-            session=session,
-        )
-        pipe.events.clear()
-        pipe.send("Page.navigate", {"url": page.resolve().as_uri()}, session=session)
-        pipe.wait_event("Page.loadEventFired", timeout)
-        results: dict[str, Any] = {}
-        exprs = {"ready": "document.body.dataset.ready || ''", **(evaluate or {})}
-        for name, js in exprs.items():
-            r = pipe.send(
-                "Runtime.evaluate", {"expression": js, "returnByValue": True}, session=session
-            )
-            results[name] = r.get("result", {}).get("value")
-        if require_ready and results["ready"] != "1":
-            raise BrowserError("the page's script did not finish (document.body.dataset.ready)")
-        shot = None
-        if screenshot is not None:
-            data = pipe.send("Page.captureScreenshot", {"format": "png"}, session=session)
-            screenshot.write_bytes(base64.b64decode(data["data"]))
-            shot = screenshot
-        time.sleep(0.2)
-        pipe.events.extend(pipe._read(0.2))
-        return PageCheck(_errors(pipe.events), shot, results)
-    finally:
-        try:
-            os.write(pipe.w, json.dumps({"id": 10**6, "method": "Browser.close"}).encode() + b"\0")
-            proc.wait(timeout=10)
-        except (OSError, subprocess.TimeoutExpired):
-            proc.kill()
-            proc.wait()
-        os.close(pipe.w)
-        os.close(pipe.r)
-        shutil.rmtree(profile, ignore_errors=True)
+def check_pages(
+    pages: dict[str, Path], screenshots: Path | None = None, timeout: float = 60.0
+) -> dict[str, PageCheck]:
+    """Every page in one Chromium; a screenshot ``<screenshots>/<name>.png`` per page."""
+    with Browser(timeout=timeout) as b:
+        return {
+            name: b.open(path, screenshots / f"{name}.png" if screenshots else None)
+            for name, path in pages.items()
+        }

@@ -1,16 +1,17 @@
-"""Reading stored runs and shaping them for the page. Imports no kernels: only the record
+"""Reading stored runs and shaping them for the pages. Imports no kernels: only the record
 schema, the store and pandas.
 
 Runs come from the SQLite store (read only) and from every ``*.jsonl`` under the runs
 directory (committed GPU runs, shards not merged yet); a run found in both is one run, and a
-record is one (run, case, check). The page shows, per backend and arch, the newest
-conformance run (or the runs asked for), and the newest compile-target run.
+record is one (run, case, check). The pages show, per backend and arch, the newest run of
+each kind (or the runs asked for). Bench runs written before ``aoq.testing.benchrows``
+(``bench/linear_speed.py`` ids) are adapted to that schema by :func:`bench_records`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
+import math
 import sqlite3
 from collections.abc import Iterable
 from pathlib import Path
@@ -62,23 +63,34 @@ def load_runs(store: Path | None, runs_dir: Path | None) -> dict[str, Run]:
     return runs
 
 
-def pick(runs: dict[str, Run], wanted: Iterable[str] = ()) -> tuple[list[Run], Run | None]:
-    """(conformance runs to show, compile-target run). Each backend/arch column shows its
-    newest run, unless a run of ``wanted`` claims it."""
+def by_age(runs: Iterable[Run]) -> list[Run]:
+    return sorted(runs, key=lambda r: (r.info.started, r.info.run_id))
+
+
+def latest(runs: dict[str, Run], kind: str, wanted: Iterable[str] = (), where=None) -> list[Run]:
+    """The newest run of ``kind`` per backend/arch label (those ``where(run)`` accepts),
+    unless a run of ``wanted`` claims the label; cpu first, then by label."""
     wanted = list(wanted)
     missing = [w for w in wanted if w not in runs]
     if missing:
         raise SystemExit(f"runs not found in the store or runs directory: {missing}")
-    by_age = sorted(runs.values(), key=lambda r: r.info.started)
     columns: dict[str, Run] = {}
-    target: Run | None = None
-    for run in by_age + [runs[w] for w in wanted]:
-        if run.info.kind == "conformance":
+    for run in by_age(runs.values()) + [runs[w] for w in wanted]:
+        if run.info.kind == kind and (where is None or where(run)):
             columns[run.label] = run
-        elif run.info.kind == "compile":
-            target = run
-    shown = sorted(columns.values(), key=lambda r: (r.info.backend != "cpu", r.label))
-    return shown, target
+    return sorted(columns.values(), key=lambda r: (r.info.backend != "cpu", r.label))
+
+
+def previous(runs: dict[str, Run], run: Run) -> Run | None:
+    """The run of the same kind and label just before ``run`` (its baseline)."""
+    older = [
+        r
+        for r in by_age(runs.values())
+        if r.info.kind == run.info.kind
+        and r.label == run.label
+        and (r.info.started, r.info.run_id) < (run.info.started, run.info.run_id)
+    ]
+    return older[-1] if older else None
 
 
 def frame(runs: list[Run]) -> pd.DataFrame:
@@ -113,11 +125,84 @@ def cells(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def csv_text(df: pd.DataFrame) -> str:
-    """The shown records as CSV (metrics and tolerance as JSON text)."""
-    if df.empty:
-        return ""
-    out = df.copy()
-    for col in ("metrics", "tolerance"):
-        out[col] = out[col].map(lambda v: "" if v is None else json.dumps(v, sort_keys=True))
-    return out.to_csv(index=False)
+# --- bench rows ---------------------------------------------------------------------------
+# Legacy ids (bench/linear_speed.py before aoq.testing.benchrows), adapted to the schema:
+#   bf16/<shape>/<mode>                         -> <config>/bf16/<backend>/<shape>/bf16/<mode>
+#                                                  (one copy per config timed at that shape)
+#   <config>/bf16/<be>/<shape>/<kernel>/<mode>  -> .../aoq/<mode> for the chosen kernel; the
+#                                                  others go to metrics["alternatives"]
+#   torchao/<config>/<shape>/<variant>/<mode>   -> .../torchao[-compile]/<mode>
+#   torchao/<config>/<shape>[/<variant>]        -> a skip/error peer row for both modes
+#   <config>/.../vs_torchao (check vs_peer)     -> dropped: speedup_vs_peer says it
+_LEGACY_TIMES = {"p20": "p20_us", "p50": "p50_us", "p80": "p80_us", "reps": "n"}
+
+
+def _timed(metrics: dict) -> dict:
+    return {_LEGACY_TIMES.get(k, k): v for k, v in metrics.items() if k != "chosen"}
+
+
+def bench_records(run: Run) -> list[Record]:
+    """The run's records with every timed row in the ``benchrows`` schema (legacy ids
+    adapted, see above); other records (ceilings, bandwidth, step times) as they are."""
+    from aoq.testing.benchrows import BenchCase, parse_case
+
+    backend = run.info.backend
+    out: list[Record] = []
+    aoq: dict[tuple[str, str, str], dict] = {}  # (config, shape, mode) -> chosen row fields
+    alts: dict[tuple[str, str, str], dict[str, float | None]] = {}
+    bf16: dict[tuple[str, str], Record] = {}
+    peers: list[tuple[BenchCase, Record]] = []
+    for r in run.records:
+        p = r.case_id.split("/")
+        if r.check == "vs_peer" or (r.check == "latency" and parse_case(r.case_id)):
+            if r.check == "latency":
+                out.append(r)
+            continue
+        if r.check != "latency":
+            out.append(r)
+        elif len(p) == 3 and p[0] == "bf16":
+            bf16[(p[1], p[2])] = r
+        elif p[0] == "torchao":
+            side = "torchao-compile" if p[3:4] == ["compile"] else "torchao"
+            modes = [p[4]] if len(p) == 5 else ["graph", "eager"]
+            for mode in modes:
+                peers.append((BenchCase(p[1], "bf16", backend, p[2], side, mode), r))
+        elif len(p) == 6:
+            key = (p[0], p[3], p[5])
+            if r.metrics.get("chosen"):
+                aoq[key] = {"dtype": p[1], "record": r}
+            else:
+                alts.setdefault(key, {})[p[4]] = r.metrics.get("p50")
+    peer_p50: dict[tuple[str, str, str], float] = {}
+    for case, r in peers:
+        out.append(
+            dataclasses.replace(
+                r, case_id=case.case_id, dtype=case.dtype, metrics=_timed(r.metrics)
+            )
+        )
+        v = r.metrics.get("p50")
+        k = (case.config, case.shape, case.mode)
+        if r.status == "pass" and isinstance(v, (int, float)):
+            peer_p50[k] = min(peer_p50.get(k, math.inf), v)
+    for (config, shape, mode), hit in sorted(aoq.items()):
+        r, dtype = hit["record"], hit["dtype"]
+        metrics = _timed(r.metrics)
+        if (config, shape, mode) in peer_p50 and metrics.get("p50_us"):
+            metrics["speedup_vs_peer"] = peer_p50[(config, shape, mode)] / metrics["p50_us"]
+        if alts.get((config, shape, mode)):
+            metrics["alternatives"] = dict(sorted(alts[(config, shape, mode)].items()))
+        case = BenchCase(config, dtype, backend, shape, "aoq", mode)
+        out.append(dataclasses.replace(r, case_id=case.case_id, metrics=metrics, dtype=dtype))
+        base = bf16.get((shape, mode))
+        if base is not None:
+            case = BenchCase(config, dtype, backend, shape, "bf16", mode)
+            out.append(
+                dataclasses.replace(
+                    base,
+                    case_id=case.case_id,
+                    config=config,
+                    dtype=dtype,
+                    metrics=_timed(base.metrics),
+                )
+            )
+    return out
