@@ -74,8 +74,14 @@ def weights(fmt: str, n: int, k: int, copies: int) -> list[tuple]:
     return out
 
 
-def variants(m: int, quick: bool) -> list[dict]:
-    """Tiles x splits to time (each pair compiles once; shapes reuse the binaries)."""
+def variants(m: int, quick: bool, fmt: str = "") -> list[dict]:
+    """Tiles x splits to time (each pair compiles once; shapes reuse the binaries). Integer
+    weights at M=1 run the word GEMV (kernels/gemv.py): its tile is swept instead."""
+    if m == 1 and fmt in ("int4", "int8"):
+        words = [(bn, w, nw) for bn in (64, 128, 256) for w in (4, 8, 16) for nw in (4,)]
+        words += [(128, 16, 8), (256, 16, 8)]
+        grid = [{"words": t, "split": s} for t, s in itertools.product(words, (4, 8, 16))]
+        return grid + [{"tile": None, "split": None}]
     if m == 1:
         tiles = [(16, 256, 4), (32, 128, 4), (32, 256, 4), (64, 128, 4), (8, 256, 4), (32, 128, 8)]
     else:
@@ -91,14 +97,18 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--formats", default="int4,int8,fp8,w4a8")
+    ap.add_argument("--ms", default="1,16")
     args = ap.parse_args()
-    from aoq.kernels import act_quant, configs, int_act_mm, weight_only
+    from aoq.kernels import act_quant, configs, gemv, int_act_mm, weight_only
 
     bw = copy_gbps()
     print(f"copy bandwidth {bw:.0f} GB/s", flush=True)
     real_tile = configs.decode_tile
+    real_words = dict(gemv.GEMV_TILE)
     for (k, n), m, fmt in itertools.product(
-        ((8192, 8192), (4096, 14336)), (1, 16), args.formats.split(",")
+        ((8192, 8192), (4096, 14336)),
+        [int(v) for v in args.ms.split(",")],
+        args.formats.split(","),
     ):
         copies = 8
         ws = weights(fmt, n, k, copies)
@@ -109,8 +119,12 @@ def main() -> None:
         nbytes = sum(t.numel() * t.element_size() for t in ws[0] if t is not None)
         floor = nbytes / bw / 1e3
         res = []
-        for v in variants(m, args.quick):
-            if v["tile"] is not None:
+        for v in variants(m, args.quick, fmt):
+            gemv.GEMV_TILE.update(real_words)
+            if "words" in v:
+                bn, words, nw = v["words"]
+                gemv.GEMV_TILE.update(BLOCK_N=bn, WORDS=words, num_warps=nw)
+            elif v["tile"] is not None:
                 bn, bk, w = v["tile"]
 
                 def tile(backend, mm, int4, group_size, bn=bn, bk=bk, w=w):
@@ -150,7 +164,8 @@ def main() -> None:
         weight_only.decode_tile = real_tile
         int_act_mm.decode_tile = real_tile
         res.sort(key=lambda r: r[0])
-        rule = next((t for t, v in res if v["tile"] is None), float("nan"))
+        gemv.GEMV_TILE.update(real_words)
+        rule = next((t for t, v in res if v.get("tile", 0) is None), float("nan"))
         head = f"{fmt:5} M{m:<3} K{k} N{n}: bf16 {bf16:6.1f}us floor {floor:5.1f}us"
         print(f"{head} | rule {rule:6.1f}us x{bf16 / rule:.2f} roof {floor / rule:.0%}")
         for t, v in res[:4]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
-from aoq.kernels import splitk
+from aoq.kernels import gemv, splitk
 from aoq.kernels._common import (
     FLOAT_DTYPES,
     MAGIC,
@@ -277,7 +277,10 @@ def _decode(
     split: int | None,
 ) -> None:
     """The decode kernel with a tile and split chosen from the shape (configs.decode_tile,
-    splitk.split_k): no timing autotune, so every process computes the same bits."""
+    splitk.split_k): no timing autotune, so every process computes the same bits. Integer
+    codes at M == 1 go to the word GEMV (gemv.py) where it serves."""
+    if gemv.gemv_words(x, qdata, scale, zero, bias, y, groups, wfmt, per_channel, split):
+        return
     m, k = x.shape
     n = qdata.shape[0]
     backend = backend_of(x.device)
