@@ -1,4 +1,4 @@
-"""The M == 1 weight-only GEMV for integer codes (int8, and int4 two per byte): weights read
+"""The M == 1 weight-only GEMV for integer codes (int4 two per byte; int8 too): weights read
 as 32-bit words, each code taken out of its word with a shift and a mask.
 
 Why a kernel of its own (measured with bench/decode_sweep.py on an H200, K = N = 8192): the
@@ -22,9 +22,14 @@ import triton.language as tl
 from aoq.kernels import splitk
 from aoq.kernels._common import MAGIC, WeightFormat, backend_of
 
-GEMV_TILE = {"BLOCK_N": 64, "WORDS": 16, "num_warps": 4}
-"""Rows per program, 32-bit words per row per loop step (16 words: 128 int4 / 64 int8
-codes, 64 bytes a row), warps. A rule, not a timing autotune (see splitk.py)."""
+GEMV_TILE = {"BLOCK_N": 128, "WORDS": 16, "num_warps": 4}
+"""Rows per program, 32-bit words per row per loop step (16 words: 128 int4 codes, 64 bytes a
+row), warps: the fastest of bench/decode_sweep.py's grid on an H200 (27.2 µs at K = N = 8192
+against 30 µs for the tile GEMV). A rule, not a timing autotune (see splitk.py)."""
+SERVES = (WeightFormat.UINT4,)
+"""int8 codes stay on weight_only's tile GEMV: there they load the activations contiguous
+and ran 22.6 µs against this kernel's 31 µs (its strided activation loads cost more than
+the word trick saves when a word holds only four codes)."""
 
 
 @triton.jit
@@ -103,10 +108,11 @@ def gemv_words(
     per_channel: bool,
     split: int | None,
 ) -> bool:
-    """Run the word GEMV if it serves this call (M == 1, int8 or int4 codes in whole aligned
-    words, groups a multiple of the K tile); False leaves it to weight_only's tile GEMV."""
+    """Run the word GEMV if it serves this call (M == 1, int4 codes in whole aligned words,
+    groups a multiple of the K tile; the kernel also takes int8, see SERVES); False leaves it
+    to weight_only's tile GEMV."""
     m, k = x.shape
-    if m != 1 or wfmt not in (WeightFormat.INT8, WeightFormat.UINT4):
+    if m != 1 or wfmt not in SERVES:
         return False
     int4 = wfmt is WeightFormat.UINT4
     codes = 8 if int4 else 4

@@ -161,3 +161,20 @@ def test_int_act_decode_split_k(m, mode, split):
             assert bit_equal(got, want)
         else:
             assert max_rel_error(want, got) < 1e-6
+
+
+@pytest.mark.parametrize("split", [1, 3])
+def test_word_gemv_int8_and_int4(monkeypatch, split):
+    """kernels/gemv.py serves int4 at M=1; its int8 branch (not dispatched, slower there on
+    an H200) is kept correct too."""
+    from aoq.kernels import gemv
+    from aoq.kernels._common import WeightFormat
+
+    monkeypatch.setattr(gemv, "SERVES", (WeightFormat.INT8, WeightFormat.UINT4))
+    w, x, bias = torch.randn(72, 1024), torch.randn(1, 1024), torch.randn(72)
+    q8, s8 = affine.quantize_int8_symmetric(w, None)
+    q8g, s8g = affine.quantize_int8_symmetric(w, 64)
+    q4, s4, z4 = affine.quantize_uint4_asymmetric(w, 128)
+    for q, s, z in ((q8, s8, None), (q8g, s8g, None), (pack_uint4(q4), s4, z4)):
+        want = wo.weight_only_mm(x, q, s, z, bias, 0)
+        assert max_rel_error(want, wo.weight_only_mm_triton(x, q, s, z, bias, 0, split)) < 1e-6
