@@ -161,7 +161,7 @@ def quantize_int8_act_triton(
     if amode is ActMode.INT8_STATIC:
         if act_scale is None or act_scale.numel() != 1:
             raise ValueError("static int8 activations need a one-element float32 act_scale")
-        scale = act_scale.reshape(()).to(torch.float32)
+        scale = act_scale.reshape(()).to(torch.float32, copy=True)  # never an alias
     else:
         scale = torch.empty(m, dtype=torch.float32, device=x.device)
     if m == 0 or k == 0:
@@ -226,7 +226,7 @@ def quantize_int8_act(
     if amode is ActMode.INT8_ASYM:
         return affine.quantize_per_token_int8_asymmetric(x)
     if amode is ActMode.INT8_STATIC and act_scale is not None:
-        scale = act_scale.reshape(()).to(torch.float32)
+        scale = act_scale.reshape(()).to(torch.float32, copy=True)  # never an alias
         q = affine.quantize_static_int8(x, scale)
         return q, scale.clone(), torch.zeros(x.shape[0], dtype=torch.int32)
     raise ValueError(f"mode={mode} ({amode.name}) needs {'an act_scale' if mode == 2 else 'int8'}")
