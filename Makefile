@@ -13,7 +13,7 @@ VPY     := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 endif
 
-.PHONY: venv test lint typecheck unit conform report clean container-test kernels-interpret
+.PHONY: venv test lint typecheck unit conform bench report clean container-test kernels-interpret
 
 venv: $(STAMP)
 
@@ -25,9 +25,11 @@ $(VENV)/.installed: requirements-dev.txt pyproject.toml
 	touch $(STAMP)
 
 lint: venv
-	$(VENV)/bin/ruff check aoq kernels tests conformance reports ci
-	$(VENV)/bin/ruff format --check aoq kernels tests conformance reports ci
+	$(VENV)/bin/ruff check aoq kernels tests conformance reports ci bench
+	$(VENV)/bin/ruff format --check aoq kernels tests conformance reports ci bench
 	$(VENV)/bin/hadolint Dockerfile.cuda Dockerfile.rocm
+	$(VENV)/bin/actionlint -config-file .github/actionlint.yaml ci/workflows/nightly.yml \
+		.github/workflows/nightly.yml
 
 typecheck: venv
 	$(VENV)/bin/mypy aoq ci
@@ -39,7 +41,7 @@ unit: venv
 
 container-test: venv
 	ci/engine.sh base
-	$(VPY) -m pytest tests/ci -q -m "container or container_full"
+	$(VPY) -m pytest tests/ci -q -m "container or container_full" --durations=5
 
 # BACKEND=auto|cpu|cuda|rocm|interpret, QUICK=1 for the CI subset, ARGS for anything else
 # (e.g. ARGS="--only 'int4wo*' --jobs 4"). Exit status is non-zero iff a case is red.
@@ -47,6 +49,16 @@ container-test: venv
 # AOQ_BASE_IMAGE, AOQ_CA_BUNDLE, AOQ_WHEELS, AOQ_TORCH_SPEC, AOQ_CONTAINER_TIMEOUT tune it).
 conform: venv
 	$(VPY) -m conformance $(if $(CONTAINER),--container,) --backend $(BACKEND) $(if $(QUICK),--quick,) $(ARGS)
+
+# The speed suite (bench/, pytest + pytest-benchmark): every config x dtype x LLM shape against
+# bf16 F.linear and torchao, the quantize/cast kernels, the MX training step, aoq's host
+# overhead; ceilings measured in the same run. BACKEND=auto|cpu|cuda|rocm, QUICK=1 for tiny
+# shapes (CI, laptops; < 1 min on 2 cores), ARGS for anything else (e.g. ARGS="--only 'int4wo*'
+# --budget-s 300"). Rows go to reports/results.sqlite and reports/runs/<run_id>.jsonl as each
+# test finishes; a table of speedups is printed. CONTAINER=1 runs it inside Dockerfile.<vendor>'s
+# image, as for conform.
+bench: venv
+	$(VPY) -m bench $(if $(CONTAINER),--container,) --backend $(BACKEND) $(if $(QUICK),--quick,) $(ARGS)
 
 # Re-render reports/site/index.html from the store and reports/runs/*.jsonl; CHECK=1 also
 # loads it in headless Chromium (no console errors) and saves a screenshot.

@@ -1,11 +1,13 @@
 """Kernel table, kernel provenance and strict mode.
 
 ``TABLE`` names, for each (scheme, backend[, arch]), the kernels that may serve a quantized
-linear, most preferred first. Each name maps to an implementation registered with
-``@kernel(name)`` together with a precondition check. The first kernel whose precondition
-holds runs; if that is not the first of the list, or no listed kernel can run and the
-scheme's reference does, the call is a *fallback*: recorded with the reasons, and an error
-under ``aoq.strict()`` / ``AOQ_STRICT=1``. ``print(aoq.dispatch.describe())`` shows the table.
+linear, most preferred first; on GPUs the row also depends on M (``BY_M``) and, where a
+kernel's numerics depend on it, on the activation dtype (``DTYPE_BY_M``). Each name maps to an
+implementation registered with ``@kernel(name)`` together with a precondition check. The
+first kernel whose precondition holds runs; if that is not the first of the list, or no listed
+kernel can run and the scheme's reference does, the call is a *fallback*: recorded with the
+reasons, and an error under ``aoq.strict()`` / ``AOQ_STRICT=1``.
+``print(aoq.dispatch.describe())`` shows the table.
 """
 
 from __future__ import annotations
@@ -80,6 +82,9 @@ ARCH_TABLE: dict[tuple[Scheme, Backend, str], tuple[str, ...]] = {}
 M_ANY = 1 << 62
 Bands = tuple[tuple[int, tuple[str, ...]], ...]
 BY_M: dict[tuple[Scheme, Backend], Bands] = {}
+# Bands for one activation dtype, where the right kernel depends on it: {(scheme, backend,
+# dtype): bands}. They replace the BY_M row for that dtype; an ARCH_TABLE row still wins.
+DTYPE_BY_M: dict[tuple[Scheme, Backend, torch.dtype], Bands] = {}
 DECODE_MAX_M = 16
 PREFILL_TRITON_MAX_M = 256
 
@@ -97,18 +102,32 @@ def _gpu_rows() -> None:
                 (PREFILL_TRITON_MAX_M, (f"triton.{fam}.prefill",)),
                 (M_ANY, (f"{blas}.{fam}.dequant_mm",)),
             )
-    for scheme, fam in ((Scheme.INT8_INT8, "w8a8"), (Scheme.INT8_INT4, "w4a8")):
-        for backend in (Backend.CUDA, Backend.ROCM):
-            BY_M[(scheme, backend)] = (
-                (DECODE_MAX_M, (f"triton.{fam}.decode",)),
-                (M_ANY, (f"triton.{fam}.prefill",)),
-            )
+    for backend, blas in ((Backend.CUDA, "cublas"), (Backend.ROCM, "hipblaslt")):
+        BY_M[(Scheme.INT8_INT8, backend)] = (
+            (DECODE_MAX_M, ("triton.w8a8.decode",)),
+            (M_ANY, ("triton.w8a8.prefill",)),
+        )
+        # W4A8 past the Triton band: dequantize both operands, BLAS matmul (5x faster at
+        # M=2048 on an H200 than the group-flushing int8 kernel, run bbd8a5)
+        BY_M[(Scheme.INT8_INT4, backend)] = (
+            (DECODE_MAX_M, ("triton.w4a8.decode",)),
+            (PREFILL_TRITON_MAX_M, ("triton.w4a8.prefill",)),
+            (M_ANY, (f"{blas}.w4a8.dequant_mm",)),
+        )
     for backend, blas in ((Backend.CUDA, "cublas"), (Backend.ROCM, "hipblaslt")):
         BY_M[(Scheme.FP8_FP8, backend)] = (
             # decode: the Triton kernel beat torch._scaled_mm on an H200 (row scales, M=1:
             # 27 vs 46 us at 8192x8192, reports/runs); prefill: cuBLAS wins
             (DECODE_MAX_M, ("triton.fp8.decode",)),
             (M_ANY, (f"{blas}.fp8.scaled_mm", "triton.fp8.prefill")),
+        )
+        # float32 activations want a float32 output that is a float32 sum. cuBLASLt's and
+        # hipBLASLt's fp8 GEMMs accumulate ~1e-4 off one (~100x the output budget; H200 run
+        # 98e5df: fp8-row fp32 M>16), so for float32 the Triton kernel, which widens e4m3
+        # exactly to bf16 operands and sums in float32, is the intended kernel at every M.
+        DTYPE_BY_M[(Scheme.FP8_FP8, backend, torch.float32)] = (
+            (DECODE_MAX_M, ("triton.fp8.decode",)),
+            (M_ANY, ("triton.fp8.prefill",)),
         )
     # the interpreter runs the Triton kernels only (no BLAS on CPU tensors)
     for scheme, fam in (*wo.items(), (Scheme.INT8_INT8, "w8a8"), (Scheme.INT8_INT4, "w4a8")):
@@ -162,32 +181,44 @@ def reference_name(scheme: Scheme) -> str:
     return f"reference.{scheme.value}"
 
 
-def candidates(scheme: Scheme, platform: Platform, m: int = 1) -> tuple[str, ...]:
-    """Kernels for ``scheme`` on ``platform`` at M rows: the arch row, else the M band,
-    else the backend row."""
+def candidates(
+    scheme: Scheme, platform: Platform, m: int = 1, dtype: torch.dtype | None = None
+) -> tuple[str, ...]:
+    """Kernels for ``scheme`` on ``platform`` at M rows of ``dtype`` activations: the arch
+    row, else the M band of the dtype's row, else of the scheme's row, else the backend row.
+    ``dtype=None`` asks for the row every dtype without a row of its own gets."""
     arch_row = ARCH_TABLE.get((scheme, platform.backend, platform.arch))
     if arch_row is not None:
         return arch_row
-    bands = BY_M.get((scheme, platform.backend))
+    bands = DTYPE_BY_M.get((scheme, platform.backend, dtype)) if dtype is not None else None
+    if bands is None:
+        bands = BY_M.get((scheme, platform.backend))
     if bands is not None:
         return next(names for max_m, names in bands if m <= max_m)
     return TABLE.get((scheme, platform.backend), ())
 
 
+_DTYPE_NAMES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}
+
+
 def describe() -> str:
     """The kernel table as text: scheme, backend[-arch], preferred kernels, last resort."""
-    rows = [f"{'scheme':<18} {'backend':<14} kernels (preferred first) -> last resort"]
+    rows = [f"{'scheme':<18} {'backend':<16} kernels (preferred first) -> last resort"]
     keys = [(s, b.value, names) for (s, b), names in TABLE.items()]
     keys += [(s, f"{b.value}-{a}", names) for (s, b, a), names in ARCH_TABLE.items()]
-    for (s, b), bands in BY_M.items():
+    banded = [((s, b, ""), bands) for (s, b), bands in BY_M.items()]
+    banded += [
+        ((s, b, _DTYPE_NAMES.get(d, str(d))), bands) for (s, b, d), bands in DTYPE_BY_M.items()
+    ]
+    for (s, b, dtype), bands in banded:
         lo = 0
         for max_m, names in bands:
             span = f"M>{lo}" if max_m == M_ANY else f"M{lo + 1}-{max_m}"
-            keys.append((s, f"{b.value} {span}", names))
+            keys.append((s, " ".join(p for p in (b.value, dtype, span) if p), names))
             lo = max_m
     for scheme, where, names in sorted(keys, key=lambda r: (r[0].value, r[1])):
         rows.append(
-            f"{scheme.value:<18} {where:<14} {', '.join(names)} -> {reference_name(scheme)}"
+            f"{scheme.value:<18} {where:<16} {', '.join(names)} -> {reference_name(scheme)}"
         )
     return "\n".join(rows)
 
@@ -282,7 +313,7 @@ def select(
 ) -> tuple[KernelImpl, bool, str | None, Platform]:
     """Pick the kernel for this call: (impl, fallback, reason, platform)."""
     platform = platform_of(x.device)
-    names = candidates(scheme, platform, x.shape[0])
+    names = candidates(scheme, platform, x.shape[0], x.dtype)
     reasons: list[str] = []
     for i, name in enumerate(names):
         impl = _IMPLS.get(name)
@@ -325,4 +356,37 @@ def run_linear(
                     dtype=str(x.dtype).removeprefix("torch."),
                 )
             )
+    return _run_kernel(impl, x, weight, bias)
+
+
+def _run_kernel(
+    impl: KernelImpl,
+    x: torch.Tensor,
+    weight: Any,
+    bias: Any,
+    _slowdown: str = os.environ.get("AOQ_TEST_SLOWDOWN", ""),
+) -> torch.Tensor:
+    """Run the chosen kernel.
+
+    TEST-ONLY knob, never for production: ``AOQ_TEST_SLOWDOWN="<kernel glob>=<factor>[,...]"``
+    (e.g. ``triton.int4wo.decode=3``; read once, when aoq is imported) runs a kernel whose name
+    matches ``factor`` times (rounded, at least once), so its device time really grows, under
+    CUDA graphs and torch.compile too. The bench tests use it to prove that a slowed kernel is
+    flagged as a regression. Unset, it costs one truth test.
+    """
+    if _slowdown:
+        import fnmatch
+
+        for rule in _slowdown.split(","):
+            glob, _, factor = rule.rpartition("=")
+            try:
+                times = max(1, round(float(factor)))
+            except ValueError:
+                raise ValueError(
+                    f"AOQ_TEST_SLOWDOWN={_slowdown!r}: {rule!r} is not '<kernel glob>=<factor>'"
+                ) from None
+            if glob and fnmatch.fnmatchcase(impl.name, glob.strip()):
+                for _ in range(times - 1):
+                    impl.fn(x, weight, bias)
+                break
     return impl.fn(x, weight, bias)

@@ -1,7 +1,10 @@
-"""Run the conformance matrix (or bench) inside the pinned image, through the docker SDK.
+"""Run the conformance matrix, bench or any command inside the pinned image (docker SDK).
 
     python -m ci.container --backend rocm [--quick] [--base-image IMG] [--ca-bundle F]
-                           [--wheels DIR] [--torch-spec torch==X] [--timeout S] [-- CMD ...]
+                           [--wheels DIR] [--torch-spec "torch==X triton==Y"] [--timeout S]
+                           [-- CMD ...]
+    python -m conformance --container ...  /  python -m bench --container ...
+        (both: module_in_container(module, argv): ``python -m module argv`` in the image)
 
 Builds (or reuses, by content hash) the image from Dockerfile.<vendor>, runs the command with
 the devices the backend needs, streams its output, copies the run's JSONL into the host's
@@ -19,17 +22,24 @@ import re
 import sys
 import tarfile
 import threading
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from aoq.testing.records import git_sha
 from ci.context import BuildSpec, build_context
 from ci.devices import DeviceError, device_options
 
 DOCKERFILES = {"cuda": "Dockerfile.cuda", "rocm": "Dockerfile.rocm", "cpu": "Dockerfile.cuda"}
 RESULTS_IN_IMAGE = "/home/aoq/aoq/reports/runs"
+PYTHON_IN_IMAGE = "/opt/aoq/bin/python"
+REPO = Path(__file__).resolve().parent.parent
 IMAGE_REPO = "aoq-conform"
 TIMED_OUT, INTERRUPTED = 124, 130
+API_TIMEOUT_S = 900
+"""Seconds one engine call may take. On the vfs storage driver creating or removing a
+container copies or deletes the whole image (~2.3 GB here: minutes); the SDK's 60 s is short."""
 
 
 class ContainerError(RuntimeError):
@@ -44,7 +54,7 @@ class Job:
     timeout_s: float | None = None
     results_dir: Path = Path("reports/runs")
     network_mode: str = "host"
-    log: Any = field(default=sys.stdout)
+    log: Any = field(default_factory=lambda: sys.stdout)  # the one current at creation
 
 
 @dataclass
@@ -64,13 +74,13 @@ def connect() -> Any:
         raise ContainerError("the docker SDK is missing: pip install docker==7.1.0") from e
     where = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
     try:
-        client = docker.from_env()
+        client = docker.from_env(timeout=API_TIMEOUT_S)
         client.ping()
         return client
     except Exception as e:  # the SDK raises several types for an absent engine
         raise ContainerError(
             f"no Docker engine reachable at {where} ({type(e).__name__}): start one "
-            "(e.g. `dockerd --iptables=false --storage-driver=vfs &` as root) or set DOCKER_HOST"
+            "(as root: `ci/engine.sh start`) or set DOCKER_HOST"
         ) from e
 
 
@@ -170,6 +180,16 @@ def _stream_logs(container: Any, log: Any) -> threading.Thread:
     return thread
 
 
+def _remove(container: Any) -> None:
+    try:
+        container.remove(force=True)
+    except Exception as e:
+        raise ContainerError(
+            f"container {container.short_id} could not be removed ({e}): "
+            f"docker rm -f {container.short_id}"
+        ) from e
+
+
 def run(job: Job) -> Outcome:
     import docker
 
@@ -179,9 +199,19 @@ def run(job: Job) -> Outcome:
     except DeviceError as e:
         raise ContainerError(str(e)) from e
     image = ensure_image(client, job)
-    container = client.containers.create(
-        image, job.command, detach=True, labels={"aoq.runner": "1"}, **options
-    )
+    labels = {"aoq.runner": "1", "aoq.job": uuid.uuid4().hex}
+    sha = git_sha(job.build.repo)  # the image holds no .git: its records get the host's commit
+    env = {"AOQ_GIT_SHA": sha} if sha != "unknown" else {}
+    try:
+        container = client.containers.create(
+            image, job.command, detach=True, labels=labels, environment=env, **options
+        )
+    except BaseException:  # Ctrl-C while the engine creates it: it may exist all the same
+        for left in client.containers.list(
+            all=True, filters={"label": f"aoq.job={labels['aoq.job']}"}
+        ):
+            _remove(left)
+        raise
     exit_code, timed_out, collected = INTERRUPTED, False, []
     try:
         try:
@@ -201,7 +231,7 @@ def run(job: Job) -> Outcome:
         try:
             collected = collect(container, job.results_dir)
         finally:
-            container.remove(force=True)
+            _remove(container)
     cells = _count_cells(collected)
     note = " (timed out: the cells not listed were not run)" if timed_out else ""
     print(
@@ -231,13 +261,23 @@ def _env_path(name: str) -> Path | None:
     return Path(value) if value else None
 
 
-def conformance_in_container(conform_argv: list[str]) -> int:
-    """``python -m conformance --container ARGS``: the same ARGS run inside the image of the
-    backend. Runner settings come from AOQ_BASE_IMAGE, AOQ_CA_BUNDLE, AOQ_WHEELS,
-    AOQ_TORCH_SPEC and AOQ_CONTAINER_TIMEOUT (seconds)."""
+def module_in_container(
+    module: str,
+    argv: list[str],
+    results_dir: Path | None = None,
+    dockerfile: str | None = None,
+) -> int:
+    """``python -m MODULE --container ARGS``: ``python -m MODULE ARGS`` run inside the image of
+    ARGS' ``--backend`` (cpu runs in Dockerfile.cuda's image), the JSONL it writes under
+    reports/runs copied into ``results_dir`` (default: this checkout's reports/runs). For any
+    of the project's entry points that write run files: conformance, bench. Runner settings
+    come from AOQ_BASE_IMAGE, AOQ_CA_BUNDLE, AOQ_WHEELS, AOQ_TORCH_SPEC and
+    AOQ_CONTAINER_TIMEOUT (seconds). Returns the command's exit status, 2 for a container
+    failure, 124 after the time-out, 130 after Ctrl-C."""
+    argv = [a for a in argv if a != "--container"]
     peek = argparse.ArgumentParser(add_help=False)
     peek.add_argument("--backend", default="auto")
-    backend = peek.parse_known_args(conform_argv)[0].backend
+    backend = peek.parse_known_args(argv)[0].backend
     if backend not in DOCKERFILES:
         print(
             f"[aoq-container] error: pick --backend {'|'.join(sorted(DOCKERFILES))} with "
@@ -245,19 +285,23 @@ def conformance_in_container(conform_argv: list[str]) -> int:
             file=sys.stderr,
         )
         return 2
-    repo = Path(__file__).resolve().parent.parent
     timeout = os.environ.get("AOQ_CONTAINER_TIMEOUT")
     build = BuildSpec(
-        repo,
-        DOCKERFILES[backend],
+        REPO,
+        dockerfile or DOCKERFILES[backend],
         os.environ.get("AOQ_BASE_IMAGE"),
         _env_path("AOQ_CA_BUNDLE"),
         _env_path("AOQ_WHEELS"),
         os.environ.get("AOQ_TORCH_SPEC"),
     )
-    command = ["/opt/aoq/bin/python", "-m", "conformance", *conform_argv]
-    job = Job(backend, command, build, float(timeout) if timeout else None)
-    return run_cli(job)
+    command = [PYTHON_IN_IMAGE, "-m", module, *argv]
+    results = results_dir or REPO / "reports" / "runs"
+    return run_cli(Job(backend, command, build, float(timeout) if timeout else None, results))
+
+
+def conformance_in_container(conform_argv: list[str]) -> int:
+    """``python -m conformance --container ARGS`` (see module_in_container)."""
+    return module_in_container("conformance", conform_argv)
 
 
 def _default_command(backend: str, quick: bool) -> list[str]:
@@ -277,14 +321,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--base-image", help="a locally provided base (sets BASE_IMAGE)")
     parser.add_argument("--ca-bundle", type=Path, help="CA bundle pip trusts during the build")
     parser.add_argument("--wheels", type=Path, help="directory of wheels for offline installs")
-    parser.add_argument("--torch-spec", help="torch requirement for a base without torch")
+    parser.add_argument(
+        "--torch-spec", help="torch (+ triton) requirements for a base without torch"
+    )
     parser.add_argument("--timeout", type=float, help="seconds before the container is killed")
     parser.add_argument("--results-dir", type=Path, default=Path("reports/runs"))
     parser.add_argument("command", nargs="*", help="command to run instead of make conform")
     args = parser.parse_args(argv)
-    repo = Path(__file__).resolve().parent.parent
     build = BuildSpec(
-        repo,
+        REPO,
         args.dockerfile or DOCKERFILES[args.backend],
         args.base_image,
         args.ca_bundle,

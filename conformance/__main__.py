@@ -2,15 +2,17 @@
 
     python -m conformance [--backend auto|cpu|cuda|rocm|interpret] [--quick]
                           [--only GLOB ...] [--shard i/n] [--run-id ID] [--jobs N]
-                          [--timeout S] [--store PATH] [--runs-dir DIR] [--report PATH]
-    python -m conformance --resume RUN_ID          finish a run that was killed
+                          [--fresh-jobs N] [--timeout S] [--time-limit S]
+                          [--store PATH] [--runs-dir DIR] [--report PATH]
+    python -m conformance --resume RUN_ID          finish a run that was killed or cut
     python -m conformance merge RUN_ID             join the shards of a run
 
 ``auto`` runs the GPU backend of this machine, or, with no GPU, the cpu matrix plus the quick
 interpreter subset; both add the compile-target matrix. Every case runs in a worker process
-(a crash or hang becomes a ``crash`` case), is written at once to the SQLite store and the
-run's JSONL, and the report is rendered at the end. Exit status: 1 iff a case is red
-(fail, error, crash), 2 for bad usage.
+(a crash or hang becomes a ``crash`` case), its checkpoint is checked by a fresh process, it
+is written at once to the SQLite store and the run's JSONL, and the report is rendered at the
+end. Exit status: 1 iff a case is red (fail, error, crash), 2 for bad usage, 3 when
+``--time-limit`` left cases to ``--resume`` (and none is red).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -74,8 +77,28 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--shard", help="i/n: this machine's share (whole cells)")
     p.add_argument("--run-id", help="name the run (shards of one run share it)")
     p.add_argument("--resume", metavar="RUN_ID", help="finish a killed run")
-    p.add_argument("--jobs", type=int, help="worker processes (default: cores, or one per GPU)")
-    p.add_argument("--timeout", type=float, default=300.0, help="seconds per case (hang limit)")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        help="worker processes (default: the cores, at most 8; with GPUs half the cores, at "
+        "most 8 per GPU, sharing the GPUs round robin)",
+    )
+    p.add_argument(
+        "--fresh-jobs",
+        type=int,
+        help="checker processes, which check saved checkpoints in fresh processes (default: "
+        "half of --jobs, at least 1; idle workers become checkers at the end of a run)",
+    )
+    p.add_argument(
+        "--timeout", type=float, default=300.0, help="seconds per case and per checkpoint check"
+    )
+    p.add_argument(
+        "--time-limit",
+        type=float,
+        metavar="S",
+        help="end within S seconds of starting: no case starts that could not finish, what "
+        "still runs at S is dropped, and --resume RUN_ID finishes the run (exit status 3)",
+    )
     p.add_argument("--store", type=Path, default=Path("reports/results.sqlite"))
     p.add_argument("--runs-dir", type=Path, default=Path("reports/runs"))
     p.add_argument("--report", type=Path, default=Path("reports/site/index.html"))
@@ -99,20 +122,29 @@ def _check_backend(backend: str) -> None:
         raise UsageError(f"--backend {backend}: this torch is built for {vendor}")
 
 
+def default_jobs(backend: str, cores: int, gpus: int) -> int:
+    """Worker processes. CPU backends: one per core, at most 8. GPU backends: several per GPU
+    (each its own CUDA context, a few hundred MB of GPU memory; the cases are small, so a GPU
+    is mostly idle while one process compiles or checks on the CPU), half the cores in all,
+    at most 8 per GPU: 8 on a 16-core, 1-GPU machine, which with the 4 checkers leaves cores
+    for the checkers' CPU matmuls and the Triton and inductor compiles."""
+    if backend in matrix.GPU_BACKENDS:
+        return max(1, gpus, min(cores // 2, 8 * gpus))
+    return max(1, min(8, cores))
+
+
 def _options(args: argparse.Namespace, backend: str, quick: bool, argv: list[str]) -> Options:
     _check_backend(backend)
     gpus = _gpus() if backend in matrix.GPU_BACKENDS else ()
-    if backend in matrix.GPU_BACKENDS:
-        default_jobs = max(1, len(gpus))
-    else:
-        default_jobs = min(8, os.cpu_count() or 1)
+    jobs = args.jobs or default_jobs(backend, os.cpu_count() or 1, len(gpus))
     return Options(
         backend=backend,
         quick=quick,
         only=tuple(args.only),
         shard=matrix.parse_shard(args.shard) if args.shard else None,
         inject=tuple(args.inject),
-        jobs=args.jobs or default_jobs,
+        jobs=jobs,
+        fresh_jobs=args.fresh_jobs,
         timeout=args.timeout,
         store=args.store,
         runs_dir=args.runs_dir,
@@ -120,6 +152,7 @@ def _options(args: argparse.Namespace, backend: str, quick: bool, argv: list[str
         gpus=gpus,
         profiles=args.profiles,
         argv=tuple(argv),
+        deadline=args.deadline,
     )
 
 
@@ -151,18 +184,22 @@ def _resume_options(args: argparse.Namespace, argv: list[str]) -> Options:
     return opts
 
 
-def _run_part(opts: Options) -> list[Record]:
+def _run_part(opts: Options) -> tuple[list[Record], int]:
+    """The records of one run, and how many of its cases are left for --resume."""
     session = Session(opts)
     try:
         run = session.start()
         what = "resuming" if opts.resume else "running"
+        n = session.runner.counts()
         print(
             f"{what} {run.run_id}: {len(session.cases)} cases on {run.backend}-{run.arch} "
-            f"({run.device}), {opts.jobs} worker(s)",
+            f"({run.device}), {n['case']} worker(s) + {n['fresh']} checker(s)",
             file=sys.stderr,
             flush=True,
         )
         records = session.run_cases()
+        print(session.timing(), file=sys.stderr, flush=True)
+        left = len(session.left)
     finally:
         session.close()
     print(f"\n== {run.run_id} ({run.backend}-{run.arch}, {run.device})")
@@ -171,7 +208,14 @@ def _run_part(opts: Options) -> list[Record]:
     if red:
         print(red)
     print(f"records: {opts.store} and {opts.runs_dir}/{run.run_id}*.jsonl", flush=True)
-    return records
+    if left:
+        print(
+            f"INCOMPLETE: the time limit left {left} of {len(session.cases)} cases; finish with\n"
+            f"  python -m conformance --resume {run.run_id} --store {opts.store} "
+            f"--runs-dir {opts.runs_dir}",
+            flush=True,
+        )
+    return records, left
 
 
 def _targets(args: argparse.Namespace) -> list[Record]:
@@ -228,6 +272,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         return 0
     args = _parser().parse_args(argv)
+    args.deadline = None if args.time_limit is None else time.monotonic() + args.time_limit
     try:
         if args.resume:
             parts = [_resume_options(args, argv)]
@@ -237,18 +282,22 @@ def main(argv: list[str] | None = None) -> int:
         print(f"conformance: {e}", file=sys.stderr)
         return 2
     records: list[Record] = []
+    left = 0
     try:
         for opts in parts:
-            records += _run_part(opts)
+            got, n = _run_part(opts)
+            records += got
+            left += n
     except (UsageError, RunnerError, ProfileError) as e:
         print(f"conformance: {e}", file=sys.stderr)
         return 2
-    if args.backend == "auto" and not args.no_targets and not args.resume:
+    if args.backend == "auto" and not args.no_targets and not args.resume and not left:
         records += _targets(args)
     rendered = args.no_report or _report(args, list(dict.fromkeys(r.run_id for r in records)))
     red = sum(r.check == "cell" and r.status in RED for r in records)
-    print(f"\n{'RED: ' + str(red) + ' case(s) failed' if red else 'all cases green'}")
-    return 1 if red else (0 if rendered else 2)
+    verdict = f"RED: {red} case(s) failed" if red else "all cases green"
+    print(f"\n{verdict}{f' so far; {left} case(s) left to --resume' if left else ''}")
+    return 1 if red else (3 if left else (0 if rendered else 2))
 
 
 if __name__ == "__main__":

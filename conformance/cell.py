@@ -9,7 +9,8 @@ the backend's device, quantize it, run it once under ``aoq.trace_kernels()`` and
   (max(rel_factor x plain torch's error in this dtype, rel_min)); a strided input gives the
   same bits as its contiguous copy;
 - sqnr: SQNR vs the float layer above the profile floor;
-- kernel: the first kernel the dispatch table lists for this platform ran, with no fallback;
+- kernel: the first kernel the dispatch table lists for this platform, M and dtype ran, with
+  no fallback (its metrics name the Triton config each autotuned kernel launched with);
 - compile: torch.compile(fullgraph=True) output within the profile tolerance of eager.
 
 It then saves the checkpoint (both routes) for the fresh-process checks (``fresh.py``).
@@ -41,6 +42,7 @@ from conformance.checks import (
     CheckResult,
     device_for,
     error,
+    launches,
     skipped,
     state_digests,
     verdict,
@@ -106,12 +108,14 @@ def check_pack(q: nn.Module, float_lin: nn.Module, case: Case) -> CheckResult:
     )
 
 
-def check_kernel(q: nn.Module, x: torch.Tensor, trace: dispatch.Trace) -> CheckResult:
+def check_kernel(
+    q: nn.Module, x: torch.Tensor, trace: dispatch.Trace, configs: dict[str, str]
+) -> CheckResult:
     if not trace.records:
         return verdict("kernel", False, "no quantized matmul was recorded")
     rec = trace.records[0]
     scheme = weight_and_bias(q)[0].scheme
-    names = dispatch.candidates(scheme, platform_of(x.device), rec.shape[0])
+    names = dispatch.candidates(scheme, platform_of(x.device), rec.shape[0], x.dtype)
     expected = names[0] if names else None
     why = rec.reason or f"{rec.kernel} ran, {expected} expected"
     if expected is None:
@@ -120,6 +124,8 @@ def check_kernel(q: nn.Module, x: torch.Tensor, trace: dispatch.Trace) -> CheckR
     result = verdict("kernel", ok, f"fallback to {rec.kernel}: {why}", expected=expected)
     result.kernel = rec.kernel
     result.metrics["fallback"] = rec.fallback
+    if configs:
+        result.metrics["configs"] = configs
     return result
 
 
@@ -192,17 +198,18 @@ def run_shape_case(
         q = aoq.quantize_(copy.deepcopy(float_lin), case.config)
     except ValueError as e:  # the config cannot take this shape: a skip that says why
         return [skipped("cell", f"{case.config.id} cannot take {shape.name}: {e}")], None
-    with torch.no_grad(), aoq.trace_kernels() as trace:
+    with torch.no_grad(), aoq.trace_kernels() as trace, launches() as configs:
         y = q(x)
     runs: dict[str, Callable[[], CheckResult]] = {
         "pack": lambda: check_pack(q, float_lin, case),
-        "kernel": lambda: check_kernel(q, x, trace),
+        "kernel": lambda: check_kernel(q, x, trace, configs),
         "output": lambda: check_output(q, x, y, shape, tol["output"]),
         "sqnr": lambda: check_sqnr(y_float, y, tol["sqnr"]),
         "compile": lambda: check_compile(q, x, y, tol["compile"]),
     }
     results = [skipped(c, skip[c]) if c in skip else _guard(c, fn) for c, fn in runs.items()]
-    spec = save_checkpoint(case, q, x, y, out_dir, tol["output"])
+    ran = {"kernel": trace.records[0].kernel if trace.records else None, "configs": configs}
+    spec = save_checkpoint(case, q, x, y, out_dir, tol["output"], ran)
     return results, spec
 
 
@@ -213,8 +220,10 @@ def save_checkpoint(
     y: torch.Tensor,
     out_dir: Path,
     output_tol: dict[str, Any],
+    ran: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Both checkpoint routes plus input, output and digests, for ``conformance.fresh``."""
+    """Both checkpoint routes plus input, output and digests, for ``conformance.fresh``;
+    ``ran``: the kernel and Triton configs that computed ``y`` (for a mismatch's reason)."""
     assert case.shape is not None
     out_dir.mkdir(parents=True, exist_ok=True)
     torch.save(q.state_dict(), out_dir / "sd.pt")
@@ -228,6 +237,7 @@ def save_checkpoint(
         "backend": case.backend,
         "digests": state_digests(q.state_dict()),
         "output_tol": output_tol,
+        "ran": ran,
         "inject": case.inject,
     }
     (out_dir / "spec.json").write_text(json.dumps(spec))

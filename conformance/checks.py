@@ -6,10 +6,14 @@ case and the tolerance with its source), so worker processes never touch the res
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import enum
 import hashlib
 import os
+import sys
 import traceback
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -114,3 +118,86 @@ def digest_diff(expected: dict[str, str], got: dict[str, str]) -> str | None:
         if v
     ]
     return "tensors differ from the saved ones (" + "; ".join(parts) + ")"
+
+
+# --- which kernel and Triton config produced an output --------------------------------------
+
+
+def _autotuners() -> dict[str, Any]:
+    """Every Triton autotuner aoq.kernels holds (module globals, or the values of a module's
+    dict of them, e.g. ``fp8_mm._TUNED``), named ``<module>.<kernel>[<key>]``."""
+    try:
+        from triton.runtime.autotuner import Autotuner
+    except ImportError:
+        return {}
+    found: dict[str, Any] = {}
+    for mod_name, mod in list(sys.modules.items()):
+        if not mod_name.startswith("aoq.kernels.") or mod is None:
+            continue
+        short = mod_name.rsplit(".", 1)[-1]
+        for var, value in list(vars(mod).items()):
+            items = value.items() if isinstance(value, dict) else [(None, value)]
+            for key, obj in items:
+                if isinstance(obj, Autotuner):
+                    fn = getattr(obj.base_fn, "__name__", var)
+                    tag = "" if key is None else f"[{_plain(key)}]"
+                    found[f"{short}.{fn}{tag}"] = obj
+    return found
+
+
+def _plain(key: Any) -> str:
+    """An autotuner cache key as text, enums by name: ``(Backend.CUDA, Strategy.PREFILL)`` ->
+    ``cuda,prefill``."""
+    parts = key if isinstance(key, tuple) else (key,)
+    return ",".join(p.name.lower() if isinstance(p, enum.Enum) else str(p) for p in parts)
+
+
+@contextlib.contextmanager
+def launches() -> Iterator[dict[str, str]]:
+    """The Triton config of every autotuned aoq kernel launched inside the block (filled in
+    when it exits): ``{"weight_only._weight_only_mm_kernel[cuda]": "BLOCK_M: 16, ...,
+    num_warps: 4, ..."}``. A timing-based autotune may pick another config in another process;
+    when two processes disagree on an output, this says whether that is why. Kernels whose
+    tiles are chosen by rule (no autotuner) do not appear."""
+    for t in _autotuners().values():
+        t.best_config = None  # set again by every launch (triton.runtime.autotuner.run)
+    got: dict[str, str] = {}
+    try:
+        yield got
+    finally:  # kernels build their autotuners at first use: look again, inside included
+        for name, t in _autotuners().items():
+            cfg = getattr(t, "best_config", None)
+            if cfg is not None:
+                got[name] = str(cfg)
+
+
+def ran_text(kernel: str | None, configs: dict[str, str]) -> str:
+    """``triton.int4wo.decode (weight_only._weight_only_mm_kernel[cuda]: BLOCK_M: 1, ...)``."""
+    tuned = "; ".join(f"{k}: {v}" for k, v in sorted(configs.items()))
+    return f"{kernel or '?'} ({tuned or 'no autotuned launch'})"
+
+
+def mismatch_reason(
+    saved: dict[str, Any] | None, kernel: str | None, configs: dict[str, str]
+) -> str:
+    """Why an output differs from the one the saving process computed, as far as provenance
+    tells: another kernel, the same kernel with another autotuned config, or neither."""
+    if not saved:
+        return f"this process ran {ran_text(kernel, configs)}"
+    s_kernel, s_configs = saved.get("kernel"), saved.get("configs") or {}
+    if s_kernel != kernel:
+        cause = "another kernel ran here"
+    elif s_configs != configs:
+        diff = sorted(
+            k for k in set(s_configs) | set(configs) if s_configs.get(k) != configs.get(k)
+        )
+        cause = (
+            f"same kernel, another autotuned config of {', '.join(diff)}: the config is picked "
+            "by timing in each process, and it changes the reduction order"
+        )
+    else:
+        cause = "same kernel and config: the kernel is not deterministic across processes"
+    return (
+        f"{cause}; the saving process ran {ran_text(s_kernel, s_configs)}, "
+        f"this one {ran_text(kernel, configs)}"
+    )

@@ -1,7 +1,9 @@
-"""Fresh-process checkpoint checks: ``python -m conformance.fresh RESULTS DIR [DIR ...]``.
+"""Fresh-process checkpoint checks, run by the runner's *checker* processes
+(``python -m conformance.worker fresh ...``): by hand, ``python -m conformance.fresh DIR ...``.
 
-A process that has done nothing but ``import aoq`` loads what worker processes saved (one
-directory per case, see ``cell.save_checkpoint``) and checks, per case:
+A process that had done nothing but ``import aoq`` before its first checkpoint loads what
+worker processes saved (one directory per case, see ``cell.save_checkpoint``) and checks, per
+case:
 
 - save_load: ``torch.load(weights_only=True)`` + ``load_state_dict(assign=True)`` into a model
   built on the meta device;
@@ -10,16 +12,18 @@ directory per case, see ``cell.save_checkpoint``) and checks, per case:
   for static activations) into a plain, materialized float model, as a user would;
 - cross_device (GPU cases only): the same checkpoint loaded on the CPU.
 
-Same device: every stored tensor and the output are bit-identical to what the worker saw.
-Across devices: tensors bit-identical, output within the output tolerance of the float64
-oracle. One JSON line per case is appended to RESULTS as soon as it is done, so the runner
-knows which cases a crashing batch got through.
+Same device: every stored tensor and the output are bit-identical to what the worker saw; an
+output that is not says which kernel and which autotuned Triton configs ran here and in the
+saving process. Across devices: tensors bit-identical, output within the output tolerance of
+the float64 oracle. Each check's metrics carry its seconds.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -35,6 +39,8 @@ from conformance.checks import (
     CheckResult,
     device_for,
     digest_diff,
+    launches,
+    mismatch_reason,
     state_digests,
     verdict,
     weight_and_bias,
@@ -52,9 +58,25 @@ def _same(
     diff = digest_diff(spec["digests"], state_digests(m.state_dict()))
     if diff:
         return verdict(check, False, diff)
-    with torch.no_grad():
+    with torch.no_grad(), aoq.trace_kernels() as trace, launches() as configs:
         y = m(io["x"])
-    return verdict(check, bit_equal(y, io["y"]), "output is not bit-identical to the saved one")
+    kernel = trace.records[0].kernel if trace.records else None
+    if bit_equal(y, io["y"]):
+        result = verdict(check, True, "")
+    else:
+        delta = max_rel_error(io["y"], y) if y.shape == io["y"].shape else float("nan")
+        why = mismatch_reason(spec.get("ran"), kernel, configs)
+        result = verdict(
+            check,
+            False,
+            f"output is not bit-identical to the saved one (relative difference {delta:.3g}): "
+            + why,
+            rel_diff=delta,
+            configs=configs,
+            saved=spec.get("ran"),
+        )
+    result.kernel = kernel
+    return result
 
 
 def save_load(d: Path, spec: dict[str, Any], io: dict[str, torch.Tensor]) -> CheckResult:
@@ -113,27 +135,27 @@ CHECKS: dict[str, Callable[[Path, dict[str, Any], dict[str, torch.Tensor]], Chec
 
 def check_case(d: Path) -> dict[str, Any]:
     spec = json.loads((d / "spec.json").read_text())
+    if spec.get("inject") == "fresh-abort":  # test-only: a checker that dies on this case
+        os.abort()
     io = torch.load(d / "io.pt", weights_only=True)
     results = []
     for name, fn in CHECKS.items():
         if name == "cross_device" and spec["backend"] not in ("cuda", "rocm"):
             continue
+        start = time.monotonic()
         try:
-            results.append(fn(d, spec, io))
+            result = fn(d, spec, io)
         except Exception as e:  # a checkpoint that does not load is a failed round trip
-            results.append(verdict(name, False, f"{type(e).__name__}: {e}"))
+            result = verdict(name, False, f"{type(e).__name__}: {e}")
+        result.metrics["seconds"] = round(time.monotonic() - start, 3)
+        results.append(result)
     return {"case_id": spec["case_id"], "results": [r.to_json() for r in results]}
 
 
 def main(argv: list[str]) -> int:
-    from conformance.worker import die_with_parent
-
-    die_with_parent()
-    out = Path(argv[0])
-    with out.open("a", encoding="utf-8") as f:
-        for d in argv[1:]:
-            f.write(json.dumps(check_case(Path(d))) + "\n")
-            f.flush()
+    """By hand: check the case directories given, one JSON line each on stdout."""
+    for d in argv:
+        print(json.dumps(check_case(Path(d))), flush=True)
     return 0
 
 

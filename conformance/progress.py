@@ -1,11 +1,12 @@
-"""What a person watching a run sees: a progress bar with counts by status, red cases as they
-happen, and a summary table (config x dtype) at the end."""
+"""What a person watching a run sees: a progress bar with counts by status, the estimated time
+left (ETA), red cases as they happen, and a summary table (config x dtype) at the end."""
 
 from __future__ import annotations
 
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from typing import IO
 
 from aoq.testing.records import STATUSES, Record
@@ -32,7 +33,9 @@ def worst(statuses: list[str]) -> str:
 
 class Progress:
     """Counts finished cases; redraws one line on a terminal, prints a line every
-    ``every`` seconds otherwise (CI logs), and always prints red cases."""
+    ``every`` seconds otherwise (CI logs), and always prints red cases. ``eta()``: the
+    runner's estimate of the seconds left (None until it has measured a case); without one the
+    estimate is the pace of finished cases."""
 
     def __init__(
         self,
@@ -41,9 +44,10 @@ class Progress:
         out: IO[str] = sys.stderr,
         every: float = 10.0,
         quiet: bool = False,
+        eta: Callable[[], float | None] | None = None,
     ) -> None:
         self.total, self.label, self.out, self.every = total, label, out, every
-        self.quiet = quiet
+        self.quiet, self.eta = quiet, eta
         self.counts: Counter[str] = Counter()
         self.start = time.monotonic()
         self.last = 0.0
@@ -60,8 +64,12 @@ class Progress:
         counts = " ".join(f"{s} {self.counts[s]}" for s in STATUSES if self.counts[s])
         elapsed = time.monotonic() - self.start
         eta = ""
-        if 0 < self.done < self.total:
-            eta = f", ~{elapsed / self.done * (self.total - self.done):.0f}s left"
+        if self.done < self.total:
+            left = self.eta() if self.eta is not None else None
+            if left is None and self.done:
+                left = elapsed / self.done * (self.total - self.done)
+            if left is not None:
+                eta = f", ETA ~{_clock(left)}"
         return f"{self.label} [{bar}] {self.done}/{self.total} {counts} ({elapsed:.0f}s{eta})"
 
     def update(self, case_id: str, status: str, reason: str | None) -> None:
@@ -90,6 +98,12 @@ class Progress:
         if self.tty and not self.quiet:
             self.out.write("\r" + self._line()[:200].ljust(120) + "\n")
             self.out.flush()
+
+
+def _clock(seconds: float) -> str:
+    """``42s``, ``3m05s``."""
+    s = max(0, round(seconds))
+    return f"{s}s" if s < 60 else f"{s // 60}m{s % 60:02d}s"
 
 
 def summary_table(records: list[Record]) -> str:

@@ -5,6 +5,10 @@ tolerance and the profile file it came from, the profile's expectations are appl
 failure becomes ``xfail``; an xfail that passes is red), and the case's records plus its
 ``cell`` summary are written at once to the SQLite store and the run's JSONL. A resumed run
 (``--resume``) first reconciles the two, keeps the cases that finished, and runs the rest.
+
+Cases go to the workers in matrix order, the LLM-sized shapes of GPU backends first, so that
+none of them (nor its CPU cross-device check) ends a run alone. A run given a deadline
+(``--time-limit``) leaves the cases it could not finish in ``Session.left`` for ``--resume``.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import os
 import platform
 import shutil
 import tempfile
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -56,21 +61,32 @@ class Options:
     get their tests from xdist, so the shard only names the file."""
     inject: tuple[str, ...] = ()
     jobs: int = 1
+    """Worker processes (in-process checks)."""
+    fresh_jobs: int | None = None
+    """Checker processes (checkpoint checks in fresh processes); default half of ``jobs``."""
     timeout: float = 300.0
     store: Path = Path("reports/results.sqlite")
     runs_dir: Path = Path("reports/runs")
     profiles: Path = PROFILES
     run_id: str | None = None
     resume: bool = False
-    fresh_batch: int = 24
+    deadline: float | None = None
+    """A time.monotonic() by which the run must end (``--time-limit``); None: no limit."""
     gpus: tuple[str, ...] = ()
     argv: tuple[str, ...] = ()
 
 
-def worker_env(backend: str, index: int, threads: int, gpus: tuple[str, ...]) -> dict[str, str]:
-    """The environment of a worker, set before its interpreter starts."""
+def worker_env(
+    backend: str, index: int, threads: int, gpus: tuple[str, ...], role: str = "case"
+) -> dict[str, str]:
+    """The environment of a worker (``role`` case) or checker (``fresh``), set before its
+    interpreter starts. Every process shares Triton's and inductor's on-disk caches of
+    compiled kernels (their defaults, or TRITON_CACHE_DIR / TORCHINDUCTOR_CACHE_DIR as set),
+    whose writes are atomic; GPU processes share the GPU each as its own CUDA context."""
     env = dict(os.environ)
     env.pop("TRITON_INTERPRET", None)
+    if role == "fresh":  # its own autotuning, as a new process elsewhere: never the workers'
+        env.pop("TRITON_CACHE_AUTOTUNING", None)
     if backend == "interpret":
         env["TRITON_INTERPRET"] = "1"
     if backend in matrix.GPU_BACKENDS and gpus:  # one GPU per worker, as index 0 there
@@ -90,6 +106,22 @@ def worker_env(backend: str, index: int, threads: int, gpus: tuple[str, ...]) ->
         TOKENIZERS_PARALLELISM="false",
     )
     return env
+
+
+def process_threads(cores: int, workers: int, checkers: int) -> dict[str, int]:
+    """torch threads per process: the cores shared out, workers first; checkers get what is
+    left (their cross-device checks run CPU matmuls at K=4096)."""
+    case = max(1, cores // (workers + checkers))
+    return {"case": case, "fresh": max(1, (cores - workers * case) // checkers)}
+
+
+def slow_first(case: Case) -> int:
+    """Sort key: the LLM-sized shapes first (the slowest cases of a GPU run, whose CPU
+    cross-device check is a K=4096 matmul on the CPU), then the matrix order. Only those: the
+    matrix order interleaves each cell's model case and compiled shapes with light cases, and
+    running the heavy kinds all at once was slower (cpu matrix, 2 cores: 86 s against 70 s,
+    the model cases 1.5x slower side by side)."""
+    return 0 if case.shape is not None and case.shape.kind == "large" else 1
 
 
 def _jsonl_name(run_id: str, shard: tuple[int, int] | None) -> str:
@@ -131,7 +163,10 @@ class Session:
     def __init__(self, opts: Options) -> None:
         self.opts = opts
         self.scratch = Path(tempfile.mkdtemp(prefix="aoq-conform-"))
+        self.started = time.monotonic()
         self.records: list[Record] = []
+        self.left: list[Case] = []
+        """Cases not run because the deadline came first (``--resume`` runs them)."""
         self.cases: list[Case] = []
         self._tol: dict[str, dict[str, profiles.Tolerance]] = {}
         self._tol_err: dict[str, dict[str, str]] = {}
@@ -163,10 +198,14 @@ class Session:
 
     def start(self) -> RunInfo:
         o = self.opts
-        threads = max(1, (os.cpu_count() or 1) // max(1, o.jobs))
-        envs = [worker_env(o.backend, i, threads, o.gpus) for i in range(o.jobs)]
+        workers, checkers = max(1, o.jobs), max(1, o.fresh_jobs or o.jobs // 2)
+        threads = process_threads(os.cpu_count() or 1, workers, checkers)
+
+        def env(slot: int, role: str) -> dict[str, str]:
+            return worker_env(o.backend, slot, threads[role], o.gpus, role)
+
         self.store = Store(o.store)
-        self.runner = Runner(envs, o.timeout, self.scratch, o.fresh_batch)
+        self.runner = Runner(env, workers, checkers, o.timeout, self.scratch)
         hello = self.runner.platform()
         if hello["backend"] != o.backend:
             raise UsageError(
@@ -193,11 +232,12 @@ class Session:
 
     def _task(self, case: Case) -> Task:
         cfg, shape = case.config.id, case.shape_name
+        k = case.shape.k if case.shape is not None else None
         self._tol[case.id], self._tol_err[case.id] = {}, {}
         skip: dict[str, str] = {}
         for check in TOLERANCED:
             try:
-                tol = self.profile.tolerance(check, cfg, case.dtype, shape)
+                tol = self.profile.tolerance(check, cfg, case.dtype, shape, k)
             except profiles.ProfileError as e:
                 self._tol_err[case.id][check] = str(e)
                 skip[check] = str(e)
@@ -249,7 +289,7 @@ class Session:
         )
 
     def finish_case(
-        self, case: Case, results: list[CheckResult], seconds: float | None = None
+        self, case: Case, results: list[CheckResult], timing: dict[str, float] | None = None
     ) -> None:
         records = [self._record(case, r) for r in results if r.check != SUMMARY_CHECK]
         given = next((r for r in results if r.check == SUMMARY_CHECK), None)
@@ -268,7 +308,7 @@ class Session:
             dtype=case.dtype,
             shape=case.shape_name,
             kernel=kernel,
-            metrics={"checks": {r.check: r.status for r in records}, "seconds": seconds},
+            metrics={"checks": {r.check: r.status for r in records}, **(timing or {})},
             reason=reason,
         )
         records = [dataclasses.replace(r, time=now()) for r in [*records, summary]]
@@ -282,8 +322,9 @@ class Session:
         records of the run so far (the pytest entry asks for one cell at a time)."""
         done = {r.case_id for r in self.records if r.check == SUMMARY_CHECK}
         todo = [c for c in (self.cases if cases is None else cases) if c.id not in done]
+        todo.sort(key=slow_first)
         label = f"{self.opts.backend}{' quick' if self.opts.quick else ''}"
-        self.progress = Progress(len(todo), label, quiet=quiet)
+        self.progress = Progress(len(todo), label, quiet=quiet, eta=self.runner.eta)
         tasks = []
         for case in todo:
             whole = self.profile.expectation(case.config.id, case.dtype, case.shape_name, None)
@@ -292,9 +333,21 @@ class Session:
                 self.finish_case(case, [CheckResult(SUMMARY_CHECK, "skip", reason=reason)])
                 continue
             tasks.append(self._task(case))
-        self.runner.run(tasks, self.finish_case)
+        left = self.runner.run(tasks, self.finish_case, self.opts.deadline)
+        self.left += [t.case for t in left]
         self.progress.finish()
         return self.records
+
+    def timing(self) -> str:
+        """Where the time went, for the end of a run (and the next run's estimate)."""
+        r, n = self.runner, self.runner.counts()
+        wall = time.monotonic() - self.started
+        return (
+            f"timing: {wall:.0f}s wall on {n['case']} worker(s) + {n['fresh']} checker(s) at the "
+            f"end; in-process checks {sum(r.case_seconds):.0f}s over {len(r.case_seconds)} "
+            f"cases, checkpoint checks {sum(r.fresh_seconds):.0f}s over {len(r.fresh_seconds)} "
+            "(summed process wall time)"
+        )
 
     def close(self) -> None:
         if hasattr(self, "runner"):

@@ -1,11 +1,17 @@
-"""A worker process: ``python -m conformance.worker TASK_FD RESULT_FD``.
+"""A worker process: ``python -m conformance.worker ROLE TASK_FD RESULT_FD``.
+
+ROLE ``case``: runs a case's in-process checks (``cell.run_shape_case``, ``model``) and saves
+its checkpoint. ROLE ``fresh``: a *checker* that had done nothing but import aoq before its
+first task, and checks saved checkpoints (``fresh.check_case``), one case per task.
 
 The runner starts it with the backend's environment already set (``TRITON_INTERPRET=1`` for
 the interpreter, one ``CUDA_VISIBLE_DEVICES`` GPU), so nothing here decides what triton sees.
 It says hello (its platform), then reads one JSON task per line and answers one JSON result
 per line on its own pipe; its stdout and stderr go to a log the runner quotes when the
 process dies. A case that aborts, segfaults or hangs takes only this process down: the runner
-records a ``crash`` and starts another.
+records a ``crash`` and starts another. After a task that left the GPU unusable (a sticky CUDA
+error such as an illegal memory access), the process answers and exits, so that no later
+case is blamed for it.
 """
 
 from __future__ import annotations
@@ -64,6 +70,14 @@ def _tamper(kind: str | None, out_dir: Path) -> None:
         n, k = meta["tensors"]["weight"]["shape"]
         meta["tensors"]["weight"]["shape"] = [n, k + 2]
         meta_path.write_text(json.dumps(meta))
+
+
+def run_fresh(task: dict[str, Any]) -> dict[str, Any]:
+    from conformance.fresh import check_case
+
+    start = time.monotonic()
+    out = check_case(Path(task["dir"]))
+    return {**out, "seconds": round(time.monotonic() - start, 2)}
 
 
 def run_task(task: dict[str, Any]) -> dict[str, Any]:
@@ -134,15 +148,33 @@ def hello() -> dict[str, Any]:
     }
 
 
+def device_broken(backend: str) -> str | None:
+    """Why the GPU cannot be used any more (a sticky error of an earlier launch), or None."""
+    if backend not in ("cuda", "rocm"):
+        return None
+    import torch
+
+    try:
+        torch.cuda.synchronize()
+    except Exception as e:  # the CUDA context is poisoned for every later call
+        return f"{type(e).__name__}: {e}".splitlines()[0]
+    return None
+
+
 def main(argv: list[str]) -> int:
     die_with_parent()
     faulthandler.enable()  # a segfault or abort prints the Python stack into the log
     faulthandler.register(signal.SIGUSR1)  # and so does a hang, when the runner asks
-    tasks = os.fdopen(int(argv[0]), "r", encoding="utf-8")
-    results = os.fdopen(int(argv[1]), "w", encoding="utf-8")
+    role = argv[0]
+    if role not in ("case", "fresh"):
+        raise SystemExit(f"conformance.worker: role {role!r} is not 'case' or 'fresh'")
+    tasks = os.fdopen(int(argv[1]), "r", encoding="utf-8")
+    results = os.fdopen(int(argv[2]), "w", encoding="utf-8")
     import torch
 
     torch.set_num_threads(int(os.environ.get("AOQ_CONFORM_THREADS", "1")))
+    backend = os.environ.get("AOQ_CONFORM_BACKEND", "cpu")
+    run = run_task if role == "case" else run_fresh
 
     def send(obj: dict[str, Any]) -> None:
         results.write(json.dumps(obj, allow_nan=True) + "\n")
@@ -151,11 +183,18 @@ def main(argv: list[str]) -> int:
     send(hello())
     for line in tasks:
         task = json.loads(line)
-        print(f"=== {task['case']['config']['name']} {task.get('id')}", flush=True)
+        print(f"=== {role} {task.get('id')}", flush=True)
         try:
-            send(run_task(task))
+            answer = run(task)
         except Exception as e:  # a case that raises outside any check: an error, not a crash
-            send({"case_id": task.get("id"), "error": f"{type(e).__name__}: {e}"})
+            answer = {"case_id": task.get("id"), "error": f"{type(e).__name__}: {e}"}
+        broken = device_broken(backend)
+        if broken:
+            answer["restart"] = broken
+        send(answer)
+        if broken:
+            print(f"=== the GPU is unusable after {task.get('id')}: {broken}; exiting", flush=True)
+            return 3
     return 0
 
 

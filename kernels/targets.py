@@ -10,8 +10,10 @@ notes of the AMD code object). Each record is an aoq.testing.records ``Record`` 
 A compiler abort (``LLVM ERROR``, a segfault) must not take the caller down: every target
 compiles in a worker subprocess that reports one JSON line per kernel; if the worker dies, the
 kernel it was compiling is recorded as ``crash`` and a fresh worker carries on after it.
-Expected impossibilities (float8 on archs without it) are ``xfail`` with the reason; one
-that compiles anyway is ``fail`` (the expectation is wrong).
+Expected impossibilities (float8 on archs without it; a native block-scaled GEMM where the
+hardware has none) are ``xfail`` with the reason; one that compiles anyway is ``fail`` (the
+expectation is wrong). Kernels that are not matrix kernels may carry a shared-memory budget
+(the MX casts: only their scale bytes may pass through shared memory).
 """
 
 from __future__ import annotations
@@ -30,7 +32,32 @@ NO_FP8 = {"sm80": "sm80 has no float8 conversion or MMA instructions (Triton nee
 """Expected impossibilities. (gfx90a has no float8 hardware either, but Triton emulates its
 conversions there and widens the MMA to bf16, so those compile; dispatch still sends float8
 on gfx90a to the reference, see aoq/tensors/triton_linear.FP8_ARCHS.)"""
-MMA_PATTERNS = ("tcgen05.mma", "wgmma.mma_async", "mma.sync", "v_mfma")
+MMA_PATTERNS = (
+    "tcgen05.mma",
+    "wgmma.mma_async",
+    "mma.sync",
+    "v_mfma",
+    "block_scale",
+    "v_mfma_scale",
+)
+BLOCK_SCALED = {"sm100": "block_scale", "gfx950": "v_mfma_scale"}
+"""Targets with an MMA that takes E8M0 block scales, and the instruction that shows it:
+``tcgen05.mma.cta_group::1.kind::mxf8f6f4.block_scale`` (fp8; ``kind::mxf4`` for fp4) and
+``v_mfma_scale_f32_*_f8f6f4``."""
+NO_BLOCK_SCALED = {
+    "sm80": "sm80 has no block-scaled MMA: Triton emulates tl.dot_scaled (MX operands scaled "
+    "and upcast to bf16, mma.sync bf16), no faster than aoq's emulated MX GEMM",
+    "sm89": "sm89 has no block-scaled MMA: Triton emulates tl.dot_scaled (MX operands scaled "
+    "and upcast to bf16, mma.sync bf16), no faster than aoq's emulated MX GEMM",
+    "sm90": "sm90 has no block-scaled MMA: Triton emulates tl.dot_scaled (MX operands scaled "
+    "and upcast to bf16, wgmma bf16), no faster than aoq's emulated MX GEMM",
+    "gfx90a": "gfx90a has no block-scaled MFMA and triton 3.6 has no lowering of "
+    "tl.dot_scaled for CDNA2 (LLVM ERROR: Unsupported DotScaleOp)",
+    "gfx942": "gfx942 has no block-scaled MFMA and triton 3.6 has no lowering of "
+    "tl.dot_scaled for CDNA3 (LLVM ERROR: Unsupported DotScaleOp)",
+}
+"""Why the native MX GEMM (kernels/mx_mm.py) is not native there: an emulated compile (no
+block-scaled instruction) or a failed one is ``xfail`` with this reason."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +73,10 @@ class Spec:
     """Uses float8 (an expected impossibility on the NO_FP8 targets)."""
     mma: bool = True
     """A matrix kernel: its assembly should hold matrix instructions."""
+    block_scaled: bool = False
+    """A native block-scaled GEMM: needs BLOCK_SCALED's instruction (xfail elsewhere)."""
+    max_shared: int | None = None
+    """Shared memory (bytes) the kernel may use at most (a streaming kernel's budget)."""
 
 
 def _mm_sig(x: str, w: str, y: str) -> dict[str, str]:
@@ -138,7 +169,7 @@ def _int_act(name: str, int4: bool, gs: int, bm: int, bn: int, bk: int, **kw: An
 
 
 def _splitk_specs() -> list[Spec]:
-    """The W4A8 GEMV (no matrix instructions) and the split-K reduction."""
+    """The GEMVs (no matrix instructions) and the split-K reduction."""
     gemv_sig = {
         "xq_ptr": "*i8",
         "xs_ptr": "*fp32",
@@ -174,10 +205,79 @@ def _splitk_specs() -> list[Spec]:
         SPLIT_K=4, HAS_BIAS_INT=False, COL_SCALE=True, ROW_SCALE=True, STATIC_ROW=False,
         HAS_BIAS=True, BLOCK_N=512,
     )  # fmt: skip
+    words_sig = {
+        "x_ptr": "*bf16",
+        "w_ptr": "*u32",
+        "s_ptr": "*fp32",
+        "z_ptr": "*u8",
+        "b_ptr": "*bf16",
+        "y_ptr": "*bf16",
+        "p_ptr": "*fp32",
+        "N": "i32",
+        "K": "i32",
+        "G": "i32",
+        "K_SPLIT": "i32",
+        "stride_wn": "i32",
+    }
+    words_ce = dict(
+        GROUP_SIZE=128, PER_CHANNEL=False, HAS_BIAS=True, SPLIT_K=4, BLOCK_N=64, WORDS=16,
+        EVEN_K=True,
+    )  # fmt: skip
+    int8_words = {**words_ce, "INT4": False, "GROUP_SIZE": 0, "PER_CHANNEL": True}
     return [
+        Spec(
+            "int4wo.gemv_words",
+            "gemv",
+            "_gemv_words_kernel",
+            words_sig,
+            {**words_ce, "INT4": True},
+            mma=False,
+        ),  # fmt: skip
+        Spec("int8wo.gemv_words", "gemv", "_gemv_words_kernel", words_sig, int8_words, mma=False),
         Spec("w4a8.gemv", "int_act_mm", "_w4a8_gemv_kernel", gemv_sig, gemv_ce, mma=False),
         Spec("splitk.reduce", "splitk", "_reduce_kernel", red_sig, red_ce, mma=False),
     ]
+
+
+def mx_cast_spec(name: str, dim: int, elem: str, target: str) -> Spec:
+    """An MX cast (kernels/mx_cast.py) of bf16 at its default tile for 8192 x 8192, fp8
+    through the float8 conversion where Triton emits it directly (sm90+). Budget: the scale
+    bytes' layout conversion (<= 512 B); the data never passes through shared memory."""
+    from aoq.kernels import mx_cast
+    from aoq.kernels.mx_ops import PACK_GROUP, Dim1Tile, default_tile
+
+    from aoq.formats.mx import MXElem, ScaleRounding
+
+    e = MXElem(elem)
+    hw = target in ("sm90", "sm100") and e in mx_cast._FP8_TY
+    ce: dict[str, Any] = dict(QDQ=False, BLOCK=32, VEC=8, EVEN=True)
+    ce.update(
+        PACK=PACK_GROUP.get(e.spec.bits, 1), **mx_cast._elem_constants(e, ScaleRounding.RCEIL, hw)
+    )
+    tile = default_tile(dim)
+    sig = {"x_ptr": "*bf16", "out_ptr": "*u8", "scale_ptr": "*u8"}
+    if isinstance(tile, Dim1Tile):
+        sig["NBLK"] = "i32"
+        ce.update(NB=tile.blocks, H=tile.pieces)
+    else:
+        sig.update({n: "i32" for n in ("C", "NBR", "NCT", "stride_xr", "stride_or", "stride_sr")})
+        ce.update(LANES=tile.lanes, CG=tile.groups, RB=tile.rows)
+        ce.update(WARP=64 if target.startswith("gfx") else 32)
+    fn = f"_mx_cast_dim{dim}_kernel"
+    return Spec(name, "mx_cast", fn, sig, ce, warps=tile.warps, mma=False, max_shared=512)
+
+
+def _mx_mm_spec(name: str, fmt: str) -> Spec:
+    """The MX GEMM of a forward linear: both operands contiguous along K (the JIT makes unit
+    strides constants, as here)."""
+    sig = {n: "*u8" for n in ("a_ptr", "as_ptr", "b_ptr", "bs_ptr")}
+    sig.update({"y_ptr": "*bf16", "M": "i32", "N": "i32", "K": "i32"})
+    sig.update({f"stride_{n}": "i32" for n in ("am", "asm", "bn", "bsn", "ym")})
+    ce: dict[str, Any] = {f"stride_{n}": 1 for n in ("ak", "ask", "bk", "bsk")}
+    ce.update(FMT_A=fmt, FMT_B=fmt, DOT_SCALED=True, BLOCK_M=128, BLOCK_N=128, BLOCK_K=128)
+    return Spec(
+        name, "mx_mm", "_mx_mm_kernel", sig, ce, warps=8, fp8=fmt != "e2m1", block_scaled=True
+    )
 
 
 def specs(target: str) -> list[Spec]:
@@ -254,6 +354,10 @@ def specs(target: str) -> list[Spec]:
         _int_act("w4a8.decode", True, 32, 16, 64, 32),
         *_splitk_specs(),
         Spec("fp8.prefill", "fp8_mm", "_fp8_mm_kernel", fp8_sig, fp8_ce, warps=8, fp8=True),
+        mx_cast_spec("mx_cast.dim0.fp8_e4m3", 0, "fp8_e4m3", target),
+        mx_cast_spec("mx_cast.dim1.fp8_e4m3", 1, "fp8_e4m3", target),
+        _mx_mm_spec("mx_mm.fp8", "e4m3"),
+        _mx_mm_spec("mx_mm.fp4", "e2m1"),
     ]
 
 
@@ -298,40 +402,47 @@ def _spills(asm: dict[str, Any], target: str) -> tuple[int | None, int | None]:
     return spill, int(regs[0]) if regs else None
 
 
-def _worker(target: str, skip: int) -> None:
-    """Compile specs[skip:] for ``target``, one JSON line each (printed before and after)."""
+def compile_spec(spec: Spec, target: str, asm: bool = False) -> dict[str, Any]:
+    """Compile ``spec`` for ``target`` in this process: the row of the compile matrix (ok,
+    mma, spills, regs, shared, or the error), with the assembly text under "asm" if asked."""
     import importlib
 
     import triton
     from triton.compiler import ASTSource
 
+    row: dict[str, Any] = {"name": spec.name}
+    try:
+        fn = getattr(importlib.import_module(f"aoq.kernels.{spec.module}"), spec.fn)
+        sig = {**spec.signature, **{k: "constexpr" for k in spec.constexprs}}
+        # what the JIT sees at run time: 16-byte aligned pointers, strides and K/N
+        # multiples of 16 (its "divisibility" specialization of every such argument)
+        attrs = {
+            (i,): [["tt.divisibility", 16]]
+            for i, (a, t) in enumerate(spec.signature.items())
+            if t.startswith("*") or a.startswith("stride") or a in ("K", "N")
+        }
+        src = ASTSource(fn=fn, signature=sig, constexprs=dict(spec.constexprs), attrs=attrs)
+        opts: dict[str, Any] = {"num_warps": spec.warps, "num_stages": spec.stages}
+        if target.startswith("gfx"):
+            opts.update(num_stages=2, waves_per_eu=0, matrix_instr_nonkdim=16)
+        c = triton.compile(src, target=_gpu_target(target), options=opts)
+        text = c.asm.get("ptx") or c.asm.get("amdgcn") or ""
+        mma = sorted({p for p in MMA_PATTERNS if p in text})
+        spill, regs = _spills(c.asm, target)
+        row.update(ok=True, mma=mma, spills=spill, regs=regs, shared=c.metadata.shared)
+        if asm:
+            row["asm"] = text
+    except Exception as e:  # noqa: BLE001 - a compile error is a result, not a crash
+        row.update(ok=False, error=f"{type(e).__name__}: {str(e).strip().splitlines()[-1][:300]}")
+    return row
+
+
+def _worker(target: str, skip: int) -> None:
+    """Compile specs[skip:] for ``target``, one JSON line each (printed before and after)."""
     for i, spec in enumerate(specs(target)[skip:], start=skip):
         print(json.dumps({"start": i}), flush=True)
         t0 = time.time()
-        row: dict[str, Any] = {"done": i, "name": spec.name}
-        try:
-            fn = getattr(importlib.import_module(f"aoq.kernels.{spec.module}"), spec.fn)
-            sig = {**spec.signature, **{k: "constexpr" for k in spec.constexprs}}
-            # what the JIT sees at run time: 16-byte aligned pointers, strides and K/N
-            # multiples of 16 (its "divisibility" specialization of every such argument)
-            attrs = {
-                (i,): [["tt.divisibility", 16]]
-                for i, (a, t) in enumerate(spec.signature.items())
-                if t.startswith("*") or a.startswith("stride") or a in ("K", "N")
-            }
-            src = ASTSource(fn=fn, signature=sig, constexprs=dict(spec.constexprs), attrs=attrs)
-            opts: dict[str, Any] = {"num_warps": spec.warps, "num_stages": spec.stages}
-            if target.startswith("gfx"):
-                opts.update(num_stages=2, waves_per_eu=0, matrix_instr_nonkdim=16)
-            c = triton.compile(src, target=_gpu_target(target), options=opts)
-            text = c.asm.get("ptx") or c.asm.get("amdgcn") or ""
-            mma = sorted({p for p in MMA_PATTERNS if p in text})
-            spill, regs = _spills(c.asm, target)
-            row.update(ok=True, mma=mma, spills=spill, regs=regs, shared=c.metadata.shared)
-        except Exception as e:  # noqa: BLE001 - a compile error is a result, not a crash
-            row.update(
-                ok=False, error=f"{type(e).__name__}: {str(e).strip().splitlines()[-1][:300]}"
-            )
+        row = {"done": i, **compile_spec(spec, target)}
         row["seconds"] = round(time.time() - t0, 2)
         print(json.dumps(row), flush=True)
 
@@ -379,10 +490,20 @@ def _status(spec: Spec, target: str, row: dict[str, Any]) -> tuple[str, str | No
             if row["ok"]
             else ("xfail", expected)
         )
+    if spec.block_scaled and target not in BLOCK_SCALED:
+        reason = NO_BLOCK_SCALED.get(target, f"{target}: no block-scaled MMA known")
+        native = row["ok"] and {"block_scale", "v_mfma_scale"} & set(row.get("mma") or [])
+        return (
+            ("fail", f"block-scaled MMA found although {reason}") if native else ("xfail", reason)
+        )
     if not row["ok"]:
         return ("crash" if row.get("crash") else "fail"), row.get("error")
     if spec.mma and not row.get("mma"):
         return "fail", "compiled, but no matrix instructions in the assembly"
+    if spec.block_scaled and BLOCK_SCALED[target] not in row.get("mma", []):
+        return "fail", f"compiled, but no {BLOCK_SCALED[target]} instruction: not native"
+    if spec.max_shared is not None and (row.get("shared") or 0) > spec.max_shared:
+        return "fail", f"{row.get('shared')} B of shared memory, more than {spec.max_shared}"
     return "pass", None
 
 

@@ -102,3 +102,46 @@ def test_misaligned_weight_falls_back_instead_of_crashing():
     with aoq.trace_kernels() as trace:
         lin(torch.randn(2, 128))
     assert trace.records[0].fallback and "aligned" in trace.records[0].reason
+
+
+def test_fp8_rows_depend_on_the_activation_dtype():
+    """float32 activations: cuBLAS's fp8 GEMM is not a float32 sum, so the Triton kernel is
+    the intended kernel at every M (H200 run 98e5df recorded a fallback for fp8-row fp32)."""
+    sm90 = dispatch.Platform(dispatch.Backend.CUDA, "sm90")
+    fp8 = dispatch.Scheme.FP8_FP8
+    for dtype in (torch.bfloat16, torch.float16, None):
+        assert dispatch.candidates(fp8, sm90, 32, dtype) == (
+            "cublas.fp8.scaled_mm",
+            "triton.fp8.prefill",
+        )
+    assert dispatch.candidates(fp8, sm90, 32, torch.float32) == ("triton.fp8.prefill",)
+    assert dispatch.candidates(fp8, sm90, 4096, torch.float32) == ("triton.fp8.prefill",)
+    assert dispatch.candidates(fp8, sm90, 1, torch.float32) == ("triton.fp8.decode",)
+    gfx = dispatch.Platform(dispatch.Backend.ROCM, "gfx942")
+    assert dispatch.candidates(fp8, gfx, 256, torch.float32) == ("triton.fp8.prefill",)
+    sm80 = dispatch.Platform(dispatch.Backend.CUDA, "sm80")
+    assert dispatch.candidates(fp8, sm80, 32, torch.float32) == ()  # the arch row still wins
+    # other schemes have no dtype rows: every dtype gets the M band
+    int4 = dispatch.Scheme.INT4_WEIGHT_ONLY
+    assert dispatch.candidates(int4, sm90, 32, torch.float32) == ("triton.int4wo.prefill",)
+    text = dispatch.describe()
+    assert "cuda fp32 M>16   triton.fp8.prefill -> reference.fp8_fp8" in text
+    assert "cuda M>16        cublas.fp8.scaled_mm, triton.fp8.prefill" in text
+    for names in dispatch.DTYPE_BY_M.values():
+        for _, row in names:
+            assert all(n in dispatch._IMPLS for n in row)
+
+
+def test_selection_asks_the_row_of_the_input_dtype(monkeypatch):
+    """select() passes x's dtype: on a (pretended) H200 a float32 call never tries cuBLAS."""
+    sm90 = dispatch.Platform(dispatch.Backend.CUDA, "sm90")
+    monkeypatch.setattr(dispatch, "platform_of", lambda device: sm90)
+    lin = aoq.quantize_(nn.Linear(64, 32), aoq.Float8DynamicActivationFloat8WeightConfig())
+    for dtype, tried in ((torch.float32, "triton.fp8.prefill:"), (torch.bfloat16, "cublas")):
+        x = torch.randn(32, 64, dtype=dtype)
+        _, fallback, reason, _ = dispatch.select(dispatch.Scheme.FP8_FP8, x, lin.weight, None)
+        assert fallback and reason.startswith(tried), reason  # CPU tensors: no GPU kernel runs
+    _, _, reason, _ = dispatch.select(
+        dispatch.Scheme.FP8_FP8, torch.randn(32, 64), lin.weight, None
+    )
+    assert "cublas" not in reason

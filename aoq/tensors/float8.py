@@ -9,6 +9,8 @@ Attrs: act (ActQuant.NONE | FP8_ROW | FP8_TENSOR), config_id, config_json.
 from __future__ import annotations
 
 import functools
+import time
+from collections.abc import Callable
 
 import torch
 
@@ -116,12 +118,49 @@ def _cpu_rowwise_scaled_mm() -> bool:
         return False
 
 
+SLOW_MS = 100.0
+"""A CPU fp8 _scaled_mm of 64x512x512 (34 MFLOP) slower than this is an unvectorized path:
+vectorized it takes ~1 ms; torch 2.11's oneDNN fallback on the H200 hosts' CPUs ran ~30
+MFLOP/s (over 150 s for one 256x4096x4096 product on a thread; conformance run 8bd743 hung
+its checks on it). An absolute bar, 100x above the fast path, so a loaded machine's timing
+noise cannot flip the decision."""
+
+
+def _best_ms(fn: Callable[[], object], reps: int = 2) -> float:
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, (time.perf_counter() - t0) * 1e3)
+        if best < SLOW_MS:
+            break
+    return best
+
+
+@functools.lru_cache(maxsize=1)
+def _cpu_scaled_mm_slow() -> str | None:
+    """Why this torch's CPU fp8 _scaled_mm is not worth calling here, or None: timed once per
+    process on one small product."""
+    a8 = torch.randn(64, 512).to(torch.float8_e4m3fn)
+    b8 = torch.randn(512, 512).to(torch.float8_e4m3fn)
+    one = torch.ones(())
+    ms = _best_ms(
+        lambda: torch._scaled_mm(a8, b8.t(), scale_a=one, scale_b=one, out_dtype=torch.float32)
+    )
+    if ms > SLOW_MS:
+        return (
+            f"torch {torch.__version__}'s CPU fp8 _scaled_mm is unvectorized on this CPU "
+            f"({ms:.0f} ms for 64x512x512; a vectorized one takes ~1 ms)"
+        )
+    return None
+
+
 def _scaled_mm_check(x: torch.Tensor, w: Float8Tensor, bias: torch.Tensor | None) -> str | None:
     if w.qdata.dtype != torch.float8_e4m3fn:
         return f"{w.qdata.dtype} weights (the CPU op takes float8_e4m3fn)"
     if w.act is ActQuant.FP8_ROW and not _cpu_rowwise_scaled_mm():
         return f"torch {torch.__version__}'s CPU _scaled_mm takes per-tensor scales only"
-    return None
+    return _cpu_scaled_mm_slow()
 
 
 @kernel("aten._scaled_mm", _scaled_mm_check)

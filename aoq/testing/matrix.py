@@ -33,9 +33,10 @@ DTYPES: dict[str, torch.dtype] = {
     "fp32": torch.float32,
 }
 MODEL_CASE = "model-minilm"
-INJECTIONS = ("abort", "segfault", "hang", "raise", "tamper-bytes", "tamper-meta")
-"""Test-only faults a case can carry (``--inject``): they prove the runner's isolation and
-that the checkpoint checks catch a changed file. Never part of a real matrix."""
+INJECTIONS = ("abort", "segfault", "hang", "raise", "tamper-bytes", "tamper-meta", "fresh-abort")
+"""Test-only faults a case can carry (``--inject``): they prove the runner's isolation (of
+workers, and of the fresh processes that check checkpoints: ``fresh-abort``) and that the
+checkpoint checks catch a changed file. Never part of a real matrix."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -20,7 +20,8 @@ say why::
     reason = "sm80 has no fp8 tensor cores"
 
 Save/load round trips are bit-exact everywhere and no profile may loosen them: an override of a
-``roundtrip`` key, or an xfail on a round-trip check, is rejected when the profile loads. (A peer
+``roundtrip`` key, or an xfail or a skip naming a round-trip check, is rejected when the profile
+loads (a skip of a whole case, where the case does not apply, stays possible). (A peer
 library once loosened a ROCm save/load test to 1e-2 instead of finding the cause.)
 """
 
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -36,6 +38,8 @@ import tomllib
 
 ROUNDTRIP_CHECKS = ("save_load", "pretrained", "prequant_bias")
 """Checks that compare a checkpoint with itself: bit-exact, never loosened or excused."""
+EPS_FLOAT32 = 2.0**-23
+"""float32's machine epsilon: the accumulator of every kernel, so the unit of the output floor."""
 _ENTRY_KINDS = ("override", "xfail", "skip")
 _FILTERS = ("config", "dtype", "shape", "check")
 
@@ -116,15 +120,20 @@ class Profile:
         hits = [k for k in best if config.startswith(k[len(table) + 1 :])]
         return max(hits, key=len) if hits else None
 
-    def tolerance(self, check: str, config: str, dtype: str, shape: str) -> Tolerance | None:
+    def tolerance(
+        self, check: str, config: str, dtype: str, shape: str, k: int | None = None
+    ) -> Tolerance | None:
         """Effective tolerance of ``check`` for one case; None when the check has none.
+
+        ``k``: the case's reduction length. The output checks' floor grows with it (see
+        default.toml's [output]): with ``k`` the values carry ``rel_min``, the floor itself.
 
         Raises ProfileError when a floor the check needs is missing (a new config must get
         its floors, measured, in default.toml)."""
         if check in ROUNDTRIP_CHECKS or check == "pack":
             return Tolerance({"bit_exact": True}, self.base_source)
         if check in ("output", "cross_device"):
-            keys = {"rel_factor": "output.rel_factor", "rel_min": "output.rel_min"}
+            keys = {"rel_factor": "output.rel_factor", "sum_error_coeff": "output.sum_error_coeff"}
         elif check == "compile":
             keys = {"rel_max": f"compile.rel_max.{dtype}"}
         elif check in ("sqnr", "model_cosine"):
@@ -144,6 +153,9 @@ class Profile:
                 raise ProfileError(f"{self.base_source} has no {key!r}, needed by {check}")
             values[name], src = self._value(key, config, dtype, shape)
             sources.append(src)
+        if "sum_error_coeff" in values and k is not None:
+            values["k"] = k
+            values["rel_min"] = output_floor(values["rel_factor"], values["sum_error_coeff"], k)
         return Tolerance(values, "; ".join(dict.fromkeys(sources)))
 
     def expectation(
@@ -160,6 +172,12 @@ class Profile:
             if e.matches(config, dtype, shape, check):
                 found = Expectation(e.kind, e.reason, e.source)
         return found
+
+
+def output_floor(rel_factor: float, sum_error_coeff: float, k: int) -> float:
+    """The floor of the output budget: ``rel_factor`` times the expected relative error of a
+    float32 dot product of length ``k`` added in order, ``sum_error_coeff * sqrt(k) * eps32``."""
+    return float(rel_factor * sum_error_coeff * math.sqrt(max(k, 1)) * EPS_FLOAT32)
 
 
 # --- loading -----------------------------------------------------------------------------
@@ -212,6 +230,8 @@ def _check_entry(e: Entry, base: dict[str, Any]) -> None:
             )
         if not isinstance(e.value, (int, float)) or isinstance(e.value, bool):
             raise ProfileError(f"{e.source}: value {e.value!r} of {e.key} must be a number")
+        if e.key.startswith("output.") and not e.value > 0:
+            raise ProfileError(f"{e.source}: {e.key} = {e.value!r} must be positive")
     elif e.kind == "xfail":
         pattern = e.filters.get("check", "*")
         excused = [c for c in ROUNDTRIP_CHECKS if fnmatch.fnmatchcase(c, pattern)]
@@ -219,6 +239,14 @@ def _check_entry(e: Entry, base: dict[str, Any]) -> None:
             raise ProfileError(
                 f"{e.source}: an xfail may not cover the bit-exact round-trip checks {excused} "
                 f"(check = {pattern!r}); name the checks it covers, and fix round trips instead"
+            )
+    elif "check" in e.filters and e.filters["check"] != "*":  # a skip of some checks only
+        skipped = [c for c in ROUNDTRIP_CHECKS if fnmatch.fnmatchcase(c, e.filters["check"])]
+        if skipped:
+            raise ProfileError(
+                f"{e.source}: a skip may not cover the bit-exact round-trip checks {skipped} "
+                f"(check = {e.filters['check']!r}); skip the whole case where it does not apply, "
+                "else fix the round trip"
             )
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from aoq.testing.records import git_sha
 from ci.container import TIMED_OUT, ContainerError, Job, run
 from ci.context import BuildSpec
 from ci.devices import DeviceError, device_options
@@ -32,12 +33,12 @@ def _leftovers(client) -> list:
 def test_build_run_stream_collect_and_exit_status(client, tmp_path, make_project):
     repo = make_project(
         tmp_path / "p",
-        f"echo hello-from-container\necho '{RECORD}' > reports/runs/r1.jsonl\nexit 3\n",
+        f"echo hello $AOQ_GIT_SHA\necho '{RECORD}' > reports/runs/r1.jsonl\nexit 3\n",
     )
     job = _job(repo, tmp_path)
     out = run(job)
     assert out.exit_code == 3
-    assert "hello-from-container" in job.log.getvalue()
+    assert f"hello {git_sha(repo)}\n" in job.log.getvalue()  # the host's commit
     assert [p.name for p in out.collected] == ["r1.jsonl"] and out.cells == 1
     assert not _leftovers(client)
     job2 = _job(repo, tmp_path)
@@ -108,3 +109,23 @@ def test_no_engine_is_a_clear_error(monkeypatch):
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
     with pytest.raises(ContainerError, match="no Docker engine reachable"):
         connect()
+
+
+def test_module_in_container_runs_the_module_with_the_runner_settings(monkeypatch, tmp_path):
+    """What `python -m bench --container` / `python -m conformance --container` hand over."""
+    import ci.container as container
+
+    jobs = []
+    monkeypatch.setattr(container, "run_cli", lambda job: jobs.append(job) or 0)
+    monkeypatch.setenv("AOQ_BASE_IMAGE", "base:1")
+    monkeypatch.setenv("AOQ_TORCH_SPEC", "torch==9")
+    monkeypatch.setenv("AOQ_CONTAINER_TIMEOUT", "42")
+    argv = ["--backend", "rocm", "--container", "--quick"]
+    assert container.module_in_container("bench", argv, tmp_path) == 0
+    (job,) = jobs
+    assert job.command == ["/opt/aoq/bin/python", "-m", "bench", "--backend", "rocm", "--quick"]
+    assert job.backend == "rocm" and job.build.dockerfile == "Dockerfile.rocm"
+    assert job.build.buildargs() == {"BASE_IMAGE": "base:1", "TORCH_SPEC": "torch==9"}
+    assert job.timeout_s == 42 and job.results_dir == tmp_path
+    assert container.module_in_container("bench", ["--backend", "auto"]) == 2  # pick one
+    assert len(jobs) == 1

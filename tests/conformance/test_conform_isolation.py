@@ -1,10 +1,12 @@
 """The runner's isolation and the checkpoint checks, for real: cases that abort, segfault,
-hang, raise, or whose saved checkpoint is tampered with become red cases with their reason,
-and the run goes on to the end."""
+hang, raise, whose saved checkpoint is tampered with, or whose checkpoint check kills its
+fresh process become red cases with their reason, and the run goes on to the end."""
 
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from aoq.testing.profiles import load_profile
 from aoq.testing.records import read_jsonl
@@ -35,7 +37,15 @@ def conform(
 
 
 def test_abort_segfault_hang_raise_and_tampering_are_red_and_the_run_goes_on(tmp_path):
-    injections = ["abort", "segfault", "hang", "raise", "tamper-bytes", "tamper-meta"]
+    injections = [
+        "abort",
+        "segfault",
+        "hang",
+        "raise",
+        "tamper-bytes",
+        "tamper-meta",
+        "fresh-abort",
+    ]
     args = ["--backend", "cpu", "--only", ONE, "--timeout", "8", "--jobs", "2"]
     for kind in injections:
         args += ["--inject", kind]
@@ -58,7 +68,12 @@ def test_abort_segfault_hang_raise_and_tampering_are_red_and_the_run_goes_on(tmp
     meta = checks[(ONE + "+tamper-meta", "pretrained")]
     assert meta.status == "fail" and "CheckpointError" in meta.reason
     assert checks[(ONE + "+tamper-meta", "save_load")].status == "pass"  # only aoq.json changed
-    assert "CRASH" in out.stdout and "RED: 6 case(s) failed" in out.stdout
+    fresh = cell[ONE + "+fresh-abort"]
+    assert fresh.status == "crash" and fresh.metrics["checks"]["output"] == "pass"
+    for check in ("save_load", "pretrained", "prequant_bias"):
+        rec = checks[(ONE + "+fresh-abort", check)]
+        assert rec.status == "crash" and "fresh-process check killed by SIGABRT" in rec.reason
+    assert "CRASH" in out.stdout and "RED: 7 case(s) failed" in out.stdout
 
 
 def test_an_xfail_that_passes_is_red(tmp_path):
@@ -81,7 +96,14 @@ def test_each_check_carries_its_tolerance_and_source(tmp_path):
     )
     assert out.returncode == 0, out.stdout + out.stderr
     by = {r.check: r for r in records}
-    assert by["output"].tolerance == {"rel_factor": 2.0, "rel_min": 1e-6}
+    floor = 2.0 * 0.2041 * 256**0.5 * 2.0**-23  # rel_factor x sum_error_coeff x sqrt(K) x eps32
+    assert by["output"].tolerance == {
+        "rel_factor": 2.0,
+        "sum_error_coeff": 0.2041,
+        "k": 256,
+        "rel_min": pytest.approx(floor),
+    }
+    assert by["output"].metrics["budget"] >= floor
     assert by["output"].tolerance_source.endswith("conformance/profiles/default.toml")
     floor = load_profile(REPO / "conformance/profiles", "cpu", "cpu").base["sqnr.floor.int4wo"]
     assert by["sqnr"].tolerance == {"floor": floor} and by["sqnr"].metrics["db"] > floor

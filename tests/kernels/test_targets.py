@@ -1,6 +1,8 @@
 """Ahead-of-time compilation (no GPU needed): a subset of targets in CI, one NVIDIA and one
 AMD (the full set: ``python -m aoq.kernels.targets``, about a minute on 2 cores)."""
 
+import re
+
 import pytest
 from aoq.kernels import targets
 
@@ -23,3 +25,33 @@ def test_expected_impossibility_is_recorded():
         targets.NO_FP8["sm80"],
     )
     assert targets._status(fp8, "sm80", {"ok": True})[0] == "fail"
+
+
+def _mx_mm(target: str, name: str) -> targets.Spec:
+    return next(s for s in targets.specs(target) if s.name == name)
+
+
+@pytest.mark.parametrize("name", ["mx_mm.fp8", "mx_mm.fp4"])
+def test_mx_mm_compiles_to_the_block_scaled_mma_on_sm100(name):
+    """The native MX GEMM on sm100: tl.dot_scaled becomes tcgen05.mma ... .block_scale
+    (kind::mxf8f6f4 for fp8, kind::mxf4 for fp4), with no spills."""
+    row = targets.compile_spec(_mx_mm("sm100", name), "sm100", asm=True)
+    if not row["ok"] and re.search(r"ptxas|sm_100|not supported", row.get("error", "")):
+        pytest.skip(f"this triton cannot compile for sm100 here: {row['error']}")
+    assert row["ok"], row
+    kind = "mxf8f6f4" if name.endswith("fp8") else "mxf4"
+    assert re.search(rf"tcgen05\.mma\.cta_group::1\.kind::{kind}\.block_scale", row["asm"]), row
+    assert targets._status(_mx_mm("sm100", name), "sm100", row) == ("pass", None)
+    assert row["spills"] == 0, row
+
+
+def test_mx_mm_is_an_expected_emulation_where_the_mma_takes_no_scales():
+    """sm80/sm89/sm90/gfx90a/gfx942 have no block-scaled MMA: an emulated compile (bf16
+    wgmma) or a failed one is xfail with the reason; a block-scaled instruction there would
+    mean the expectation is wrong."""
+    spec = _mx_mm("sm90", "mx_mm.fp4")
+    emulated = {"ok": True, "mma": ["wgmma.mma_async"]}
+    assert targets._status(spec, "sm90", emulated) == ("xfail", targets.NO_BLOCK_SCALED["sm90"])
+    assert targets._status(spec, "gfx942", {"ok": False, "error": "x"})[0] == "xfail"
+    assert targets._status(spec, "sm90", {"ok": True, "mma": ["block_scale"]})[0] == "fail"
+    assert targets._status(spec, "sm100", emulated)[0] == "fail"  # sm100 must be native

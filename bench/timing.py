@@ -1,0 +1,311 @@
+"""How bench times a call: device events on GPUs, the host clock on CPUs, rotating buffers.
+
+GPUs. pytest-benchmark's timers are host clocks: they time how long Python takes to *launch*
+work, not how long the GPU takes to do it. A 10 µs kernel launched from Python costs 30-100 µs
+of host time (aoq's dispatch, the launcher, the driver), so a host clock would report the
+launch path and hide the kernel behind launch gaps. Here each repetition is bracketed by CUDA
+(HIP) events on the stream, and every cell is timed twice:
+
+- ``graph``: one pass over the rotation captured as a CUDA graph and replayed, no launch gaps:
+  what the kernels cost (what serving stacks that capture graphs see);
+- ``eager``: the same pass launched from Python: what an eager user sees, host overhead and
+  all (for small decode shapes this is host bound).
+
+CPUs. Wall clock: pytest-benchmark's ``benchmark`` fixture times each call (``wall`` mode), and
+its stats and every sample are kept.
+
+Rotation. A cell is timed over ``copies_for(...)`` distinct weight/input copies, one pass
+running each once, so that one pass moves several times the last-level cache and no call
+finds its operands cached (a 4096x4096 int4 weight is 8 MB: it would sit in an H100's 50 MB L2
+and report a bandwidth no model sees). A sample is one pass divided by the copies in it.
+
+Warm-up: one pass (autotuning, Triton compilation, lazily built layouts), then a timed pass
+that sizes the repetitions to the row's time cap. Samples: 30 per GPU row (fewer, at least 5,
+when a pass is long), p20/p50/p80 and all of them recorded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+import torch
+
+GPU_REPS = 30
+CPU_REPS = 20
+QUICK_REPS = 10
+LEAST_REPS = 5
+WARMUP = 2
+MiB = 1 << 20
+
+
+@dataclasses.dataclass
+class Timed:
+    """Per-call samples of one mode, and what else the timer knows (reps, copies, stats)."""
+
+    samples_us: list[float]
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+class Rotation:
+    """Calls over distinct operand copies: ``next()`` runs the next one, ``all()`` a pass."""
+
+    def __init__(self, calls: Sequence[Callable[[], Any]]) -> None:
+        if not calls:
+            raise ValueError("a rotation needs at least one call")
+        self.calls = list(calls)
+        self._i = 0
+
+    def __len__(self) -> int:
+        return len(self.calls)
+
+    def next(self) -> Any:
+        call = self.calls[self._i]
+        self._i = (self._i + 1) % len(self.calls)
+        return call()
+
+    def all(self) -> None:
+        for call in self.calls:
+            call()
+
+
+def cache_bytes(device: torch.device) -> int:
+    """The last-level cache to defeat: the GPU's L2, else a generous CPU L3 (64 MiB)."""
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        return int(getattr(props, "L2_cache_size", 0) or 50 * MiB)
+    return 64 * MiB
+
+
+def copies_for(nbytes: int, cache: int, most: int = 32, factor: int = 4) -> int:
+    """Copies whose one pass moves ``factor`` x the cache: at least 2, at most ``most``."""
+    return max(2, min(most, -(-factor * cache // max(nbytes, 1))))
+
+
+def fit_reps(pass_s: float, reps: int, cap_s: float, least: int = LEAST_REPS) -> int:
+    """Repetitions of a ``pass_s`` pass that fit ``cap_s``, between ``least`` and ``reps``."""
+    if pass_s <= 0:
+        return reps
+    return max(min(least, reps), min(reps, int(cap_s / pass_s)))
+
+
+def per_call(pass_us: Sequence[float], calls: int) -> list[float]:
+    """Per-call µs from per-pass µs."""
+    return [t / calls for t in pass_us]
+
+
+# --- clocks -----------------------------------------------------------------------------------
+
+
+class Clock(Protocol):
+    def sync(self) -> None: ...
+
+    def times_us(self, run: Callable[[], Any], reps: int) -> list[float]: ...
+
+
+class EventClock:
+    """Device time: an event pair around each repetition, all queued, one synchronisation."""
+
+    def sync(self) -> None:
+        torch.cuda.synchronize()
+
+    def times_us(self, run: Callable[[], Any], reps: int) -> list[float]:
+        pairs = [
+            (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+            for _ in range(reps)
+        ]
+        for start, end in pairs:
+            start.record()
+            run()
+            end.record()
+        torch.cuda.synchronize()
+        return [start.elapsed_time(end) * 1e3 for start, end in pairs]
+
+
+class HostClock:
+    """Host time of each repetition (CPU work, or launches when nothing waits on the device)."""
+
+    def sync(self) -> None:
+        pass
+
+    def times_us(self, run: Callable[[], Any], reps: int) -> list[float]:
+        out = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            run()
+            out.append((time.perf_counter() - t0) * 1e6)
+        return out
+
+
+class NotCapturable(RuntimeError):
+    """The calls synchronize with the host, so a CUDA graph cannot hold them."""
+
+
+def _check_capturable(rot: Rotation) -> None:
+    """Run one pass with torch's sync debug mode set to error: a call that waits on the
+    device (``.item()``, a copy from pageable memory...) raises here instead of invalidating
+    a capture, which on an H200 left the CUDA context failing every later call (torchao's
+    W8A8, run ff3b81)."""
+    previous = torch.cuda.get_sync_debug_mode()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        rot.all()
+    except RuntimeError as e:
+        raise NotCapturable(f"not capturable in a CUDA graph: {str(e).splitlines()[0]}") from e
+    finally:
+        torch.cuda.set_sync_debug_mode(previous)
+
+
+def cuda_graph(rot: Rotation) -> Callable[[], Any]:
+    """Capture one pass of ``rot`` (already warmed up) as a CUDA graph; returns its replay.
+    The side-stream warm-up is what torch's docs ask before a capture."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        rot.all()
+    torch.cuda.current_stream().wait_stream(stream)
+    _check_capturable(rot)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        rot.all()
+    graph.replay()
+    return graph.replay
+
+
+def device_time(
+    rot: Rotation,
+    graph: bool,
+    reps: int = GPU_REPS,
+    cap_s: float = 1.5,
+    clock: Clock | None = None,
+    capture: Callable[[Rotation], Callable[[], Any]] | None = None,
+) -> Timed:
+    """Per-call device µs of ``rot``: warm-up pass, a sizing pass, then ``reps`` passes (fewer
+    if they would exceed ``cap_s``), replayed from a graph (``capture``, default a CUDA graph)
+    or launched eagerly; ``clock`` defaults to CUDA events."""
+    clock = clock or EventClock()
+    rot.all()  # autotuning, compilation, lazily built layouts
+    clock.sync()
+    run = (capture or cuda_graph)(rot) if graph else rot.all
+    first = clock.times_us(run, 1)[0]
+    n = fit_reps(first * 1e-6, reps, cap_s)
+    passes = clock.times_us(run, n)
+    return Timed(per_call(passes, len(rot)), {"reps": n, "copies": len(rot)})
+
+
+def host_time(fn: Callable[[], Any], batch: int, reps: int, clock: Clock | None = None) -> Timed:
+    """Host µs per call of ``fn``: ``reps`` batches of ``batch`` back-to-back calls (on a GPU,
+    for a layer whose kernels are shorter than their launches, this is the host overhead)."""
+    clock = clock or HostClock()
+
+    def run() -> None:
+        for _ in range(batch):
+            fn()
+
+    run()
+    clock.sync()
+    samples = per_call(clock.times_us(run, reps), batch)
+    clock.sync()
+    return Timed(samples, {"reps": reps, "batch": batch})
+
+
+def wall_time(rot: Rotation, reps: int, cap_s: float, warmup: int = WARMUP) -> Timed:
+    """Host µs per call, rotating; for what runs outside a test's ``benchmark`` fixture."""
+    clock = HostClock()
+    for _ in range(warmup):
+        rot.next()
+    first = clock.times_us(rot.next, 1)[0]
+    n = fit_reps(first * 1e-6, reps, cap_s)
+    return Timed(clock.times_us(rot.next, n), {"reps": n, "copies": len(rot)})
+
+
+def fixture_time(
+    benchmark: Any, fn: Callable[[], Any], reps: int, cap_s: float, iterations: int = 1
+) -> Timed:
+    """pytest-benchmark times ``fn`` (wall clock): ``reps`` rounds of ``iterations`` calls,
+    fewer rounds where a call is slow; its stats and every per-call sample are kept."""
+    t0 = time.perf_counter()
+    for _ in range(max(1, WARMUP // iterations)):
+        fn()
+    one = (time.perf_counter() - t0) / max(1, WARMUP // iterations)
+    rounds = fit_reps(one * iterations, reps, cap_s)
+    benchmark.pedantic(fn, rounds=rounds, iterations=iterations, warmup_rounds=0)
+    stats = benchmark.stats.stats
+    # pytest-benchmark's own stats, in seconds per round of ``iterations`` calls
+    pb = {k: getattr(stats, k) for k in ("min", "max", "mean", "stddev", "median", "iqr")}
+    pb.update(rounds=rounds, iterations=iterations)
+    samples = [s / iterations * 1e6 for s in stats.data]
+    return Timed(samples, {"reps": rounds, "benchmark": pb})
+
+
+class Timer:
+    """What a test times with: device events, graph and eager, on GPUs; on CPUs the test's
+    pytest-benchmark fixture (wall clock; usable once per test, hence one side per test)."""
+
+    def __init__(self, gpu: bool, quick: bool, benchmark: Callable[[], Any] | None = None) -> None:
+        """``benchmark``: returns the test's pytest-benchmark fixture (CPU)."""
+        self.gpu = gpu
+        self._benchmark = benchmark
+        self.reps = (
+            (GPU_REPS // 2 if quick else GPU_REPS) if gpu else (QUICK_REPS if quick else CPU_REPS)
+        )
+        self.cap_s = (0.3 if quick else 0.5) if gpu else (0.3 if quick else 3.0)
+        self.most_copies = 32 if gpu else (2 if quick else 8)
+
+    @property
+    def modes(self) -> tuple[str, ...]:
+        return ("graph", "eager") if self.gpu else ("wall",)
+
+    def copies(self, nbytes: int, device: torch.device) -> int:
+        return copies_for(nbytes, cache_bytes(device), self.most_copies)
+
+    def time(
+        self, rot: Rotation, modes: tuple[str, ...] | None = None
+    ) -> dict[str, Timed | Exception]:
+        """Per-call samples of each mode (default: all of this device's), or the error that
+        mode raised: a graph that cannot be captured must not cost the eager row."""
+        out: dict[str, Timed | Exception] = {}
+        for mode in modes or self.modes:
+            try:
+                if self.gpu:
+                    out[mode] = device_time(rot, mode == "graph", self.reps, self.cap_s)
+                else:
+                    out[mode] = fixture_time(self.benchmark(), rot.next, self.reps, self.cap_s)
+            except Exception as e:  # noqa: BLE001 - recorded as the mode's error row
+                out[mode] = e
+                if self.gpu:
+                    _settle()
+        return out
+
+    def benchmark(self) -> Any:
+        if self._benchmark is None:
+            raise RuntimeError("CPU timing needs the test's pytest-benchmark fixture")
+        return self._benchmark()
+
+    def host(self, fn: Callable[[], Any]) -> Timed:
+        """Host µs per call (eager), batches of back-to-back calls (20 on a GPU, where a
+        call is ~10-100 µs; 4 on a CPU, where it does the math too)."""
+        if self.gpu:
+            return host_time(fn, 20, self.reps, EventlessSync())
+        return fixture_time(self.benchmark(), fn, self.reps, self.cap_s, iterations=4)
+
+
+def _settle() -> None:
+    """After a failed mode (e.g. a capture that hit a synchronising op): let the device
+    finish; an error it reports belongs to that mode, already recorded."""
+    with contextlib.suppress(Exception):
+        torch.cuda.synchronize()
+
+
+def failed(timed: Mapping[str, Timed | Exception]) -> list[Exception]:
+    return [t for t in timed.values() if isinstance(t, Exception)]
+
+
+class EventlessSync(HostClock):
+    """The host clock, synchronising the GPU before and after (never inside) the batches."""
+
+    def sync(self) -> None:
+        torch.cuda.synchronize()
