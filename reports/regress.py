@@ -380,6 +380,12 @@ def _speed(pair: _Pair, rb: Record, rn: Record) -> Finding:
     if b <= 0:
         return pair.finding(rb.case_id, "unconfirmed", f"baseline p50 is {b} µs", **values)
     change = n / b - 1
+    if rb.check == "ceiling":  # the machine's copy/GEMM rates: context, never aoq's fault
+        return pair.finding(
+            rb.case_id, "ok" if abs(change) <= threshold else "noise",
+            f"a ceiling of the machine moved {change:+.1%} (informational, never gating)",
+            change=change, **values,
+        )  # fmt: skip
     sb, sn = samples_us(rb.metrics), samples_us(rn.metrics)
     p = None
     if sb and sn:
@@ -579,15 +585,33 @@ def step_findings(
 
 
 def suite(run: Run) -> str:
-    """The script a bench run came from when it was a script (``linear_speed.py``,
-    ``mx_training.py``: runs before ``python -m bench``, with rows of their own); '' for
-    ``python -m bench`` runs and other kinds. A run's baseline comes from its own suite."""
+    """The series a bench run belongs to: the script it came from when it was a script
+    (``linear_speed.py``, ``mx_training.py``: runs before ``python -m bench``), else its
+    selection (:func:`selection`; '' for the full matrix); '' for other kinds. A run's
+    baseline comes from its own suite, so a subset run is never compared with a full one."""
     if run.info.kind != "bench":
         return ""
     extra = run.info.extra
-    command = extra.get("argv") or str(extra.get("command", "")).split()
-    first = str(command[0]) if command else ""
-    return Path(first).name if first.endswith(".py") else ""
+    command = [str(a) for a in (extra.get("argv") or str(extra.get("command", "")).split())]
+    first = command[0] if command else ""
+    if first.endswith(".py"):
+        return Path(first).name
+    return " ".join(selection(command))
+
+
+def selection(argv: list[str]) -> list[str]:
+    """What a ``python -m bench`` command line chose to time (``--quick``, ``--only`` globs,
+    ``--no-torchao``): runs of one selection are one series; the full matrix is ``[]``."""
+    out: list[str] = []
+    args = iter(argv)
+    for a in args:
+        if a in ("--quick", "--no-torchao"):
+            out.append(a)
+        elif a == "--only":
+            out.append(f"--only={next(args, '')}")
+        elif a.startswith("--only="):
+            out.append(a)
+    return sorted(out)
 
 
 def _started(run: Run) -> dt.datetime:

@@ -58,7 +58,13 @@ def _call(op: str, launcher: Callable[..., Any], *args: Any) -> Any:
         for a in args
     )
     if traced:
-        return getattr(torch.ops.aoq, op)(*args)
+        # quantized linears are inference kernels: no autograd formula. Eagerly the launcher
+        # already returns a result outside autograd; traced, an input that requires grad (a
+        # float bias Parameter, when compiled without no_grad) would make AOT autograd trace
+        # a backward that does not exist (H200: fp8-row compile parity), so inputs go in
+        # detached, the same semantics as eager.
+        detached = [a.detach() if isinstance(a, torch.Tensor) else a for a in args]
+        return getattr(torch.ops.aoq, op)(*detached)
     return launcher(*args)
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from aoq.testing.benchrows import CEILING, LATENCY, MODES, parse_case, samples_us
 from aoq.testing.benchrows import p50_us as p50_of
 from aoq.testing.records import Record
-from reports import svg
+from reports import regress, svg
 from reports.data import Run, bench_records, by_age
 from reports.site import Site, first_line, fmt, rounded, table
 
@@ -49,7 +49,11 @@ def shape_key(shape: str) -> tuple:
 
 
 def has_latency(run: Run) -> bool:
-    return any(r.check == LATENCY for r in run.records)
+    """A bench run of the full matrix with timed rows (a subset run, e.g. the slowdown demo's
+    ``--only`` runs, belongs on the regressions page, not in place of the full picture)."""
+    return not regress.suite(run).startswith("--") and any(
+        r.check == LATENCY for r in run.records
+    )
 
 
 def rows_of(run: Run) -> list[dict[str, Any]]:

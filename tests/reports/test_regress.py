@@ -334,8 +334,16 @@ def test_bench_scripts_are_separate_series_and_retired_ones_are_quiet(tmp_path):
     # a day later `python -m bench` replaces both scripts: their series are history now
     later = dataclasses.replace(info("new", started=DAY2), extra={"argv": ["--quick"]})
     new = write_run(tmp_path, later, [latency_record("new", case(DECODE), rows[DECODE])])
-    assert regress.suite(new) == ""
+    assert regress.suite(new) == "--quick"  # a selection is a series of its own
     assert missing_data([lin1, lin2, step_run, new]) == []
+    full = dataclasses.replace(
+        info("full", started=DAY2), extra={"argv": ["bench", "--backend", "cuda"]}
+    )
+    subset = dataclasses.replace(
+        info("subset", started=DAY2), extra={"argv": ["bench", "--only", "int8wo/*"]}
+    )
+    assert regress.suite(write_run(tmp_path, full, [])) == ""
+    assert regress.suite(write_run(tmp_path, subset, [])) == "--only=int8wo/*"
 
 
 # --- history and steps -----------------------------------------------------------------------
@@ -401,8 +409,9 @@ def test_the_checked_in_thresholds_load_and_say_why():
     assert t.overrides and all(len(o.reason) > 40 for o in t.overrides)
     assert t.for_row("int8wo/bf16/cuda/M1-K8192-N8192/aoq/eager")[0] == 0.10
     assert t.for_row("int8wo/bf16/cuda/M16-K8192-N8192/aoq/eager")[0] == 0.10
-    assert t.for_row("int8wo/bf16/cuda/M1-K8192-N8192/aoq/graph") == (0.05, None)
-    assert t.for_row("int8wo/bf16/cuda/M4096-K8192-N8192/aoq/eager") == (0.05, None)
+    assert t.for_row("int8wo/bf16/cuda/M1-K8192-N8192/aoq/graph")[0] == 0.10
+    assert t.for_row("int8wo/bf16/cuda/M4096-K8192-N8192/aoq/eager")[0] == 0.20
+    assert t.for_row("int8wo/bf16/cuda/M256-K8192-N8192/aoq/graph") == (0.05, None)
     assert load_thresholds(None) == Thresholds()
 
 
