@@ -51,9 +51,7 @@ def shape_key(shape: str) -> tuple:
 def has_latency(run: Run) -> bool:
     """A bench run of the full matrix with timed rows (a subset run, e.g. the slowdown demo's
     ``--only`` runs, belongs on the regressions page, not in place of the full picture)."""
-    return not regress.suite(run).startswith("--") and any(
-        r.check == LATENCY for r in run.records
-    )
+    return not regress.suite(run).startswith("--") and any(r.check == LATENCY for r in run.records)
 
 
 def rows_of(run: Run) -> list[dict[str, Any]]:
