@@ -136,6 +136,13 @@ def round_to_elem(v: torch.Tensor, elem: MXElem) -> torch.Tensor:
     return r.clamp(-s.max_normal, s.max_normal)
 
 
+@functools.lru_cache(maxsize=64)
+def _device_table(elem: MXElem, device: torch.device) -> torch.Tensor:
+    """The decode table on ``device``, copied there once (a copy per call waits for the
+    device and breaks CUDA-graph capture)."""
+    return _decode_table(elem).to(device)
+
+
 @functools.cache
 def _decode_table(elem: MXElem) -> torch.Tensor:
     """Value of every sub-byte code, from the format definition (sign, exponent, mantissa)::
@@ -203,4 +210,6 @@ def decode_elem(codes: torch.Tensor, elem: MXElem) -> torch.Tensor:
         raise ValueError(
             f"{elem.value} codes must be < {2**elem.spec.bits}, got {int(codes.max())}"
         )
+    if codes.is_cuda and type(codes) is torch.Tensor and not torch.compiler.is_compiling():
+        return _device_table(elem, codes.device)[codes.long()]
     return _decode_table(elem).to(codes.device)[codes.long()]
