@@ -114,6 +114,13 @@ def _gpu_rows() -> None:
             (PREFILL_TRITON_MAX_M, ("triton.w4a8.prefill",)),
             (M_ANY, (f"{blas}.w4a8.dequant_mm",)),
         )
+        # ...but not for float32 activations: their BLAS matmul runs at the float32 rate
+        # (51 TFLOP/s on an H200), 3x slower than the int8 kernel (run 191da5: 1.6 vs 0.53 ms
+        # at M=2048, K=N=4096, flagged by `reports compare` against bbd8a5)
+        DTYPE_BY_M[(Scheme.INT8_INT4, backend, torch.float32)] = (
+            (DECODE_MAX_M, ("triton.w4a8.decode",)),
+            (M_ANY, ("triton.w4a8.prefill",)),
+        )
     for backend, blas in ((Backend.CUDA, "cublas"), (Backend.ROCM, "hipblaslt")):
         BY_M[(Scheme.FP8_FP8, backend)] = (
             # decode: the Triton kernel beat torch._scaled_mm on an H200 (row scales, M=1:
