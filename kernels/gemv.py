@@ -130,19 +130,16 @@ def gemv_words(
     bn = GEMV_TILE["BLOCK_N"]
     n_prog = triton.cdiv(n, bn)
     block_k = words * codes
-    if split is None:
-        split = splitk.split_k(backend, x.device, n_prog, k, block_k, per_sm=16)
-    k_split = splitk.k_per_split(k, split, block_k)
-    split = triton.cdiv(k, k_split)
-    part = torch.empty((split, 1, n), dtype=torch.float32, device=x.device) if split > 1 else y
+    p = splitk.plan(y, backend, n_prog, k, block_k, split, per_sm=16)
     w32 = qdata.view(torch.uint32)
-    _gemv_words_kernel[(n_prog, split)](
-        x, w32, scale, zero, bias if bias is not None else scale, y, part,
-        n, k, groups, k_split, w32.stride(0),
+    _gemv_words_kernel[(n_prog, p.split)](
+        x, w32, scale, zero, bias if bias is not None else scale, y, p.partials,
+        n, k, groups, p.k_split, w32.stride(0),
         INT4=int4, GROUP_SIZE=gs, PER_CHANNEL=per_channel, HAS_BIAS=bias is not None,
-        SPLIT_K=split, BLOCK_N=bn, WORDS=words, EVEN_K=k % k_split == 0 and k_split % block_k == 0,
+        SPLIT_K=p.split, BLOCK_N=bn, WORDS=words,
+        EVEN_K=k % p.k_split == 0 and p.k_split % block_k == 0,
         num_warps=GEMV_TILE["num_warps"],
     )  # fmt: skip
-    if split > 1:
-        splitk.reduce_partials(part, y, col_scale=scale if per_channel else None, bias=bias)
+    if p.split > 1:
+        splitk.reduce_partials(p.partials, y, col_scale=scale if per_channel else None, bias=bias)
     return True

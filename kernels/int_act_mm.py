@@ -246,18 +246,14 @@ def int_act_mm_triton(
     backend = backend_of(xq.device)
     if Strategy(strategy) is Strategy.DECODE and m == 1 and int4 and gs <= 1 << 14:
         n_prog = triton.cdiv(n, GEMV_BLOCK_N)
-        if split is None:
-            split = splitk.split_k(backend, xq.device, n_prog, k, gs, per_sm=16)
-        k_split = splitk.k_per_split(k, split, gs)
-        split = triton.cdiv(k, k_split)
-        part = torch.empty((split, 1, n), dtype=torch.float32, device=xq.device) if split > 1 else y
+        p = splitk.plan(y, backend, n_prog, k, gs, split, per_sm=16)
         flags.pop("INT4"), flags.pop("PER_CHANNEL"), flags.pop("UPCAST"), flags.pop("PRECISION")
-        _w4a8_gemv_kernel[(n_prog, split)](
-            *args, y, part, n, k, groups, k_split, SPLIT_K=split, BLOCK_N=GEMV_BLOCK_N,
+        _w4a8_gemv_kernel[(n_prog, p.split)](
+            *args, y, p.partials, n, k, groups, p.k_split, SPLIT_K=p.split, BLOCK_N=GEMV_BLOCK_N,
             num_warps=4, **flags,
         )  # fmt: skip
-        if split > 1:
-            splitk.reduce_partials(part, y, row_scale=x_scale, bias=bias)
+        if p.split > 1:
+            splitk.reduce_partials(p.partials, y, row_scale=x_scale, bias=bias)
         return y.to(out_dtype)
     if Strategy(strategy) is Strategy.DECODE and m <= 16:
         # tile and split by rule (configs.decode_tile, splitk.split_k): no timing autotune
@@ -265,19 +261,15 @@ def int_act_mm_triton(
         cfg["BLOCK_K"] = max(32, cfg["BLOCK_K"])  # one int8 MMA K step
         n_prog = triton.cdiv(n, cfg["BLOCK_N"])
         align = cfg["BLOCK_K"] if per_channel else max(cfg["BLOCK_K"], gs)
-        if split is None:
-            split = splitk.split_k(backend, xq.device, n_prog, k, align)
-        k_split = splitk.k_per_split(k, split, align)
-        split = triton.cdiv(k, k_split)
         part_dtype = torch.int32 if per_channel else torch.float32
-        part = torch.empty((split, m, n), dtype=part_dtype, device=xq.device) if split > 1 else y
-        _int_act_mm_kernel[(n_prog, 1, split)](
-            *args, y, part, m, n, k, groups, k_split, xq.stride(0), wq.stride(0), y.stride(0),
-            m_bucket(m), SPLIT_K=split, **flags, **cfg,
+        p = splitk.plan(y, backend, n_prog, k, align, split, part_dtype=part_dtype)
+        _int_act_mm_kernel[(n_prog, 1, p.split)](
+            *args, y, p.partials, m, n, k, groups, p.k_split, xq.stride(0), wq.stride(0),
+            y.stride(0), m_bucket(m), SPLIT_K=p.split, **flags, **cfg,
         )  # fmt: skip
-        if split > 1:
+        if p.split > 1:
             splitk.reduce_partials(
-                part, y, col_scale=ws if per_channel else None, row_scale=x_scale, bias=bias,
+                p.partials, y, col_scale=ws if per_channel else None, row_scale=x_scale, bias=bias,
                 bias_int=bias_int if per_channel else None,
             )  # fmt: skip
         return y.to(out_dtype)

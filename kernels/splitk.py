@@ -19,6 +19,7 @@ a per-row activation scale, the bias, the cast to the output dtype.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import torch
@@ -60,6 +61,36 @@ def split_k(
     while split * 2 <= min(want, max_split) and k // (split * 2) >= max(MIN_K_PER_SPLIT, k_align):
         split *= 2
     return split
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """How a decode launch splits K: ``split`` ranges of ``k_split`` (a multiple of the
+    alignment), and where the partials go (``partials`` is ``y`` itself when split == 1)."""
+
+    split: int
+    k_split: int
+    partials: torch.Tensor
+
+
+def plan(
+    y: torch.Tensor,
+    backend: Backend,
+    n_programs: int,
+    k: int,
+    k_align: int,
+    forced: int | None = None,
+    per_sm: int = PROGRAMS_PER_SM,
+    part_dtype: torch.dtype = torch.float32,
+) -> Plan:
+    """The split for an [M, N] output ``y`` (``forced``: a test's choice), its range length,
+    and a [split, M, N] partials buffer when split > 1."""
+    split = forced or split_k(backend, y.device, n_programs, k, k_align, per_sm)
+    k_split = k_per_split(k, split, k_align)
+    split = triton.cdiv(k, k_split)
+    m, n = y.shape
+    part = torch.empty((split, m, n), dtype=part_dtype, device=y.device) if split > 1 else y
+    return Plan(split, k_split, part)
 
 
 def k_per_split(k: int, split: int, k_align: int) -> int:

@@ -288,19 +288,15 @@ def _decode(
     cfg = decode_tile(backend, m, int4=wfmt is WeightFormat.UINT4, group_size=gs)
     bn, bk = cfg["BLOCK_N"], cfg["BLOCK_K"]
     n_prog = triton.cdiv(n, bn)
-    if split is None:
-        split = splitk.split_k(backend, x.device, n_prog, k, bk, per_sm=16 if m == 1 else 8)
-    k_split = splitk.k_per_split(k, split, bk)
-    split = triton.cdiv(k, k_split)
-    part = torch.empty((split, m, n), dtype=torch.float32, device=x.device) if split > 1 else y
-    _weight_only_decode_kernel[(n_prog, split)](
-        x, qdata, scale, zero, bias if bias is not None else scale, y, part,
-        m, n, k, groups, k_split, x.stride(0), qdata.stride(0), y.stride(0),
+    p = splitk.plan(y, backend, n_prog, k, bk, split, per_sm=16 if m == 1 else 8)
+    _weight_only_decode_kernel[(n_prog, p.split)](
+        x, qdata, scale, zero, bias if bias is not None else scale, y, p.partials,
+        m, n, k, groups, p.k_split, x.stride(0), qdata.stride(0), y.stride(0),
         WFMT=int(wfmt), GROUP_SIZE=gs, PER_CHANNEL=per_channel, HAS_BIAS=bias is not None,
-        UPCAST=upcast, PRECISION=precision, SPLIT_K=split, **cfg,
+        UPCAST=upcast, PRECISION=precision, SPLIT_K=p.split, **cfg,
     )  # fmt: skip
-    if split > 1:
-        splitk.reduce_partials(part, y, col_scale=scale if per_channel else None, bias=bias)
+    if p.split > 1:
+        splitk.reduce_partials(p.partials, y, col_scale=scale if per_channel else None, bias=bias)
 
 
 def dequantize_weight_triton(
