@@ -366,33 +366,45 @@ def run_linear(
     return _run_kernel(impl, x, weight, bias)
 
 
+def parse_slowdown(value: str) -> tuple[tuple[str, int], ...]:
+    """``"<kernel glob>=<factor>[,...]"`` -> ((glob, times), ...): times rounded, at least 1."""
+    rules = []
+    for rule in filter(None, (r.strip() for r in value.split(","))):
+        glob, _, factor = rule.rpartition("=")
+        try:
+            times = max(1, round(float(factor)))
+        except ValueError:
+            raise ValueError(
+                f"AOQ_TEST_SLOWDOWN={value!r}: {rule!r} is not '<kernel glob>=<factor>'"
+            ) from None
+        if glob.strip():
+            rules.append((glob.strip(), times))
+    return tuple(rules)
+
+
 def _run_kernel(
     impl: KernelImpl,
     x: torch.Tensor,
     weight: Any,
     bias: Any,
-    _slowdown: str = os.environ.get("AOQ_TEST_SLOWDOWN", ""),
+    _slowdown: tuple[tuple[str, int], ...] = parse_slowdown(
+        os.environ.get("AOQ_TEST_SLOWDOWN", "")
+    ),
 ) -> torch.Tensor:
     """Run the chosen kernel.
 
     TEST-ONLY knob, never for production: ``AOQ_TEST_SLOWDOWN="<kernel glob>=<factor>[,...]"``
-    (e.g. ``triton.int4wo.decode=3``; read once, when aoq is imported) runs a kernel whose name
-    matches ``factor`` times (rounded, at least once), so its device time really grows, under
-    CUDA graphs and torch.compile too. The bench tests use it to prove that a slowed kernel is
-    flagged as a regression. Unset, it costs one truth test.
+    (e.g. ``triton.int4wo.decode=3``; parsed once, when aoq is imported) runs a kernel whose
+    name matches ``factor`` times (rounded, at least once), so its device time really grows,
+    under CUDA graphs and torch.compile too. The bench tests use it to prove that a slowed
+    kernel is flagged as a regression. Unset, it costs one truth test; set, one glob match
+    per rule and call (no parsing per call: that host time showed up in eager rows).
     """
     if _slowdown:
         import fnmatch
 
-        for rule in _slowdown.split(","):
-            glob, _, factor = rule.rpartition("=")
-            try:
-                times = max(1, round(float(factor)))
-            except ValueError:
-                raise ValueError(
-                    f"AOQ_TEST_SLOWDOWN={_slowdown!r}: {rule!r} is not '<kernel glob>=<factor>'"
-                ) from None
-            if glob and fnmatch.fnmatchcase(impl.name, glob.strip()):
+        for glob, times in _slowdown:
+            if fnmatch.fnmatchcase(impl.name, glob):
                 for _ in range(times - 1):
                     impl.fn(x, weight, bias)
                 break

@@ -18,7 +18,7 @@ def _calls(knob: str) -> int:
     passed directly: the environment is read once, when aoq is imported)."""
     calls = []
     impl = dispatch.KernelImpl("aten._weight_int8pack_mm", lambda *a: calls.append(a), None)
-    dispatch._run_kernel(impl, "x", "w", None, knob)
+    dispatch._run_kernel(impl, "x", "w", None, dispatch.parse_slowdown(knob))
     return len(calls)
 
 
@@ -36,7 +36,8 @@ def test_knob_rejects_a_malformed_value():
 
 
 def test_knob_is_off_unless_set():
-    assert dispatch._run_kernel.__defaults__ == (os.environ.get("AOQ_TEST_SLOWDOWN", ""),)
+    knob = os.environ.get("AOQ_TEST_SLOWDOWN", "")
+    assert dispatch._run_kernel.__defaults__ == (dispatch.parse_slowdown(knob),)
 
 
 def test_a_slowed_kernel_is_a_regression_for_reports_compare(quick, tmp_path):
