@@ -100,6 +100,8 @@ def run_interpreted(module: str, check: str) -> None:
         text=True,
         env=env,
     )
+    if out.returncode and "numpy >= 2.4" in out.stderr:  # aoq.kernels._common's own check
+        pytest.skip("this machine's numpy is too new for triton 3.6's interpreter (#9171)")
     assert out.returncode == 0, out.stderr[-3000:]
     assert "BAD []" in out.stdout, out.stdout[-3000:]
 

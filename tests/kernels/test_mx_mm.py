@@ -111,4 +111,7 @@ def test_native_only_where_the_mma_takes_block_scales():
             mm.mx_mm_triton(*g, "fp8_e4m3", "fp8_e4m3", torch.float32)
         y = torch.ops.aoq.mx_mm(*g, "fp8_e4m3", "fp8_e4m3", torch.float32)  # the reference
         ref = mm.mx_mm_reference(a, sa, b, sb, "fp8_e4m3", "fp8_e4m3", torch.float32)
-        assert torch.allclose(y.cpu(), ref, rtol=1e-6, atol=0, equal_nan=True)
+        # the GPU reference is the same dequantize-then-matmul, summed by cuBLAS in its own
+        # order: float32 rounding only, so a bound scaled by the output, not atol=0
+        scale = float(ref.abs().max())
+        assert torch.allclose(y.cpu(), ref, rtol=1e-5, atol=1e-6 * scale, equal_nan=True)
