@@ -17,35 +17,36 @@ model cosine lost) -- caught before it crosses the floor.
 Missing. A row that stops reporting is how a broken benchmark hides (a peer library deleted a
 dashboard that had been broken, unnoticed, for months): missing rows and backends gate.
 
-Pure python (statistics, math) on stored records; no kernels, no scipy.
+Pure python on stored records; no kernels, no scipy. The test is reports/mannwhitney.py,
+the thresholds file's loader reports/thresholds.py, series and steps reports/history.py.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import fnmatch
 import math
-import statistics
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
-
-import tomllib
 
 from aoq.testing.benchrows import p50_us, samples_us
 from aoq.testing.records import Record
 from aoq.testing.store import SUMMARY_CHECK
-from reports.data import RED, Run, bench_records, by_age
+from reports.data import RED, Run, by_age
+from reports.history import NOT_RUN, Point, Step, as_number, detect_steps, history, records_of
+from reports.mannwhitney import EXACT_MAX, mann_whitney_greater, smallest_p
+from reports.thresholds import Override, ThresholdError, Thresholds, load_thresholds
+
+__all__ = [  # statistics, thresholds and history live in their own modules; names stay here
+    "EXACT_MAX", "NOT_RUN", "Override", "Point", "Step", "ThresholdError", "Thresholds",
+    "detect_steps", "history", "load_thresholds", "mann_whitney_greater", "smallest_p",
+]  # fmt: skip
 
 GATING = ("regression", "missing")
 STATUS_ORDER = ("regression", "missing", "improvement", "unconfirmed", "noise", "new", "ok")
 """Worst first: the order a table of findings is read in."""
-NOT_RUN = ("skip", "error", "crash")
-"""Statuses of a record that measured nothing."""
-EXACT_MAX = 10
-"""Mann-Whitney: the exact null distribution when both samples have at most this many values."""
 _TELLING = ("regression", "missing", "improvement")
 """Findings that say what happened to a case; its cell summary then has nothing to add."""
 STALE_AFTER = dt.timedelta(hours=12)
@@ -82,184 +83,11 @@ def sort_findings(findings: Iterable[Finding]) -> list[Finding]:
     return sorted(findings, key=lambda f: (STATUS_ORDER.index(f.status), f.backend, f.row))
 
 
-# --- Mann-Whitney U --------------------------------------------------------------------------
-
-
-def _doubled_midranks(values: Sequence[float]) -> tuple[list[int], list[int]]:
-    """Twice the mid-rank of each value (ties share the mean rank; doubled, it is an
-    integer), and the size of each group of ties."""
-    order = sorted(range(len(values)), key=lambda i: values[i])
-    ranks = [0] * len(values)
-    ties = []
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
-            j += 1
-        for k in range(i, j + 1):
-            ranks[order[k]] = i + j + 2  # (i+1 + j+1) / 2, doubled
-        ties.append(j - i + 1)
-        i = j + 1
-    return ranks, ties
-
-
-def _exact_p(ranks: list[int], n1: int, observed: int) -> float:
-    """P(rank sum of n1 values drawn from ``ranks`` >= observed), counting every subset:
-    ways[k][s] = subsets of k ranks summing to s, built one rank at a time. Exact, ties
-    included (their mid-ranks are what is permuted)."""
-    top = sum(ranks)
-    ways = [[0] * (top + 1) for _ in range(n1 + 1)]
-    ways[0][0] = 1
-    for r in ranks:
-        for k in range(n1, 0, -1):
-            below, row = ways[k - 1], ways[k]
-            for s in range(top - r, -1, -1):
-                if below[s]:
-                    row[s + r] += below[s]
-    return sum(ways[n1][observed:]) / math.comb(len(ranks), n1)
-
-
-def mann_whitney_greater(x: Sequence[float], y: Sequence[float]) -> float:
-    """One-sided p-value of "values of x tend to be larger than those of y" (x = the new
-    samples, y = the baseline's, for "new is slower").
-
-    U = R_x - n_x (n_x + 1) / 2, R_x the rank sum of x among all values (ties: mid-ranks).
-    Both samples of at most EXACT_MAX values: the exact permutation distribution of R_x.
-    Otherwise the normal approximation with the tie-corrected variance
-    n_x n_y / 12 * ((N + 1) - sum(t^3 - t) / (N (N - 1))) and a continuity correction of
-    0.5: what ``scipy.stats.mannwhitneyu(x, y, alternative="greater")`` computes.
-    """
-    n1, n2 = len(x), len(y)
-    if not n1 or not n2:
-        raise ValueError(f"both samples need values (got {n1} and {n2})")
-    ranks, ties = _doubled_midranks([*x, *y])
-    doubled_sum = sum(ranks[:n1])
-    if n1 <= EXACT_MAX and n2 <= EXACT_MAX:
-        return _exact_p(ranks, n1, doubled_sum)
-    n = n1 + n2
-    u = doubled_sum / 2 - n1 * (n1 + 1) / 2
-    var = n1 * n2 / 12 * ((n + 1) - sum(t**3 - t for t in ties) / (n * (n - 1)))
-    if var <= 0:  # every value equal: no evidence either way
-        return 1.0
-    z = (u - n1 * n2 / 2 - 0.5) / math.sqrt(var)
-    return 0.5 * math.erfc(z / math.sqrt(2))
-
-
-def smallest_p(n1: int, n2: int) -> float:
-    """The smallest p-value samples of these sizes can give (x entirely above y): when it is
-    not below alpha, no difference can ever be confirmed."""
-    return mann_whitney_greater(range(n2, n2 + n1), range(n2))
-
-
-# --- thresholds ------------------------------------------------------------------------------
-
-
-class ThresholdError(ValueError):
-    """A thresholds file that cannot be used: names the file, the entry and the fix."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Override:
-    pattern: str
-    """fnmatch over the row (case id); ``*`` also crosses ``/``."""
-    threshold: float
-    reason: str
-
-
-@dataclasses.dataclass(frozen=True)
-class Thresholds:
-    speed: float = 0.05
-    """A row may be this much slower (relative p50) before it can regress."""
-    alpha: float = 0.01
-    """Mann-Whitney significance level."""
-    sqnr_db: float = 0.5
-    margin: float = 0.1
-    """Output check: how much more of its error budget (rel_err / budget) a case may use."""
-    cosine: float = 0.001
-    overrides: tuple[Override, ...] = ()
-    """Speed rows only; the last matching override wins (general first, specific below)."""
-
-    def for_row(self, row: str) -> tuple[float, Override | None]:
-        hit = None
-        for o in self.overrides:
-            if fnmatch.fnmatchcase(row, o.pattern):
-                hit = o
-        return (hit.threshold if hit else self.speed), hit
-
-
-_TABLES = {  # [table] key -> Thresholds field
-    "speed": {"threshold": "speed", "alpha": "alpha"},
-    "accuracy": {"sqnr_db": "sqnr_db", "margin": "margin", "cosine": "cosine"},
-}
-_OVERRIDE_FIELDS = ("rows", "threshold", "reason")
-
-
-def _positive(where: str, value: Any, upper: float = math.inf) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < upper:
-        bound = f"between 0 and {upper:g}" if upper < math.inf else "a positive number"
-        raise ThresholdError(f"{where} = {value!r}: must be {bound}")
-    return float(value)
-
-
-def load_thresholds(path: Path | None) -> Thresholds:
-    """``bench/thresholds.toml`` (None: the defaults). Layout::
-
-        [speed]                  # threshold = 0.05, alpha = 0.01
-        [accuracy]               # sqnr_db = 0.5, margin = 0.1, cosine = 0.001
-        [[override]]             # a looser (or tighter) speed threshold for some rows
-        rows = "*/M1-*/*/eager"
-        threshold = 0.15
-        reason = "why, with the measurement"
-
-    Unknown keys and overrides without a reason are errors: a threshold nobody can explain
-    is how real regressions get waved through."""
-    if path is None:
-        return Thresholds()
-    try:
-        doc = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as e:
-        raise ThresholdError(f"{path}: cannot read ({e.strerror}); pass --thresholds") from e
-    except tomllib.TOMLDecodeError as e:
-        raise ThresholdError(f"{path}: not valid TOML: {e}") from e
-    unknown = sorted(set(doc) - {*_TABLES, "override"})
-    if unknown:
-        raise ThresholdError(f"{path}: unknown tables {unknown}; allowed speed, accuracy, override")
-    values: dict[str, Any] = {}
-    for table, keys in _TABLES.items():
-        for key, value in doc.get(table, {}).items():
-            if key not in keys:
-                raise ThresholdError(f"{path}: [{table}] {key!r} is unknown; allowed {list(keys)}")
-            upper = 1.0 if key == "alpha" else math.inf
-            values[keys[key]] = _positive(f"{path}: [{table}] {key}", value, upper)
-    overrides = []
-    for i, item in enumerate(doc.get("override", []), 1):
-        where = f"{path}: override {i} ({item.get('rows', '?')!r})"
-        unknown = sorted(set(item) - set(_OVERRIDE_FIELDS))
-        if unknown:
-            raise ThresholdError(f"{where}: unknown keys {unknown}; allowed {_OVERRIDE_FIELDS}")
-        reason = item.get("reason")
-        if not isinstance(reason, str) or not reason.strip():
-            raise ThresholdError(
-                f'{where}: no reason; add reason = "..." saying why these rows need another '
-                "threshold, with the measurement"
-            )
-        rows = item.get("rows")
-        if not isinstance(rows, str) or not rows:
-            raise ThresholdError(f'{where}: needs rows = "<fnmatch pattern over case ids>"')
-        threshold = _positive(f"{where} threshold", item.get("threshold"))
-        overrides.append(Override(rows, threshold, reason.strip()))
-    return Thresholds(**values, overrides=tuple(overrides))
-
-
 # --- comparing two runs ----------------------------------------------------------------------
 
 
-def _num(v: Any) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
-
-
 def _budget_share(m: dict[str, Any]) -> float | None:
-    err, budget = _num(m.get("rel_err")), _num(m.get("budget"))
+    err, budget = as_number(m.get("rel_err")), as_number(m.get("budget"))
     return err / budget if err is not None and budget else None
 
 
@@ -276,11 +104,11 @@ class _Metric:
 
 _METRICS = {
     "sqnr": _Metric(
-        "SQNR dB", lambda m: _num(m.get("db")), lambda b, n: b - n, lambda t: t.sqnr_db
+        "SQNR dB", lambda m: as_number(m.get("db")), lambda b, n: b - n, lambda t: t.sqnr_db
     ),
     "output": _Metric("error budget used", _budget_share, lambda b, n: n - b, lambda t: t.margin),
     "model_cosine": _Metric(
-        "model cosine", lambda m: _num(m.get("mean")), lambda b, n: b - n, lambda t: t.cosine
+        "model cosine", lambda m: as_number(m.get("mean")), lambda b, n: b - n, lambda t: t.cosine
     ),
 }
 
@@ -298,11 +126,6 @@ class _Pair:
         kind = "missing" if status == "missing" else self.kind
         fields = {"base": None, "new": None, "change": None, "p_value": None, "threshold": 0.0}
         return Finding(row, self.label, kind, status, reason=reason, **{**fields, **values})
-
-
-def _records(run: Run) -> list[Record]:
-    """Bench runs in the benchrows schema (legacy ids adapted), so rows match across runs."""
-    return bench_records(run) if run.info.kind == "bench" else run.records
 
 
 def _timed(rec: Record) -> bool:
@@ -326,7 +149,7 @@ def compare_runs(base: Run, new: Run, thresholds: Thresholds) -> list[Finding]:
 
 def _cases(run: Run) -> dict[str, dict[str, Record]]:
     out: dict[str, dict[str, Record]] = defaultdict(dict)
-    for rec in _records(run):
+    for rec in records_of(run):
         out[rec.case_id][rec.check] = rec
     return out
 
@@ -449,111 +272,7 @@ def _drift(moved: str, change: float, threshold: float, base: float) -> tuple[st
     return "ok", f"{moved}, within {threshold:g}"
 
 
-# --- history ---------------------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class Point:
-    run_id: str
-    started: str
-    git_sha: str
-    value: float
-    samples: list[float]
-
-
-@dataclasses.dataclass(frozen=True)
-class Step:
-    index: int
-    """Index in the series of the first point on the new level."""
-    run_id: str
-    before: float
-    after: float
-    change: float
-    """after / before - 1 (for latency: + = slower)."""
-
-
-def _bench_point(rec: Record) -> tuple[str, float, list[float]] | None:
-    v = p50_us(rec.metrics)
-    if v is None or rec.status in NOT_RUN:
-        return None
-    return rec.case_id, v, samples_us(rec.metrics)
-
-
-def _sqnr_point(rec: Record) -> tuple[str, float, list[float]] | None:
-    db = _num(rec.metrics.get("db")) if rec.check == "sqnr" else None
-    if db is None or not math.isfinite(db) or rec.status in NOT_RUN:
-        return None
-    return f"{rec.case_id}:sqnr", db, []
-
-
-_SERIES = {"bench": _bench_point, "conformance": _sqnr_point}
-
-
-def history(runs: Iterable[Run], kind: str = "bench") -> dict[tuple[str, str], list[Point]]:
-    """(backend label, row) -> its points, oldest first: p50 µs (and samples) of each timed
-    row of bench runs; SQNR dB of each case of conformance runs, row ``case_id:sqnr`` as in
-    compare_runs' findings."""
-    point = _SERIES.get(kind)
-    if point is None:
-        raise ValueError(f"no history for {kind!r} runs; kinds with one: {list(_SERIES)}")
-    out: dict[tuple[str, str], list[Point]] = defaultdict(list)
-    for run in by_age(r for r in runs if r.info.kind == kind):
-        i = run.info
-        for rec in _records(run):
-            got = point(rec)
-            if got is not None:
-                row, value, samples = got
-                out[(run.label, row)].append(Point(i.run_id, i.started, i.git_sha, value, samples))
-    return dict(out)
-
-
-def _rel(value: float, ref: float) -> float:
-    if ref == 0:
-        return 0.0 if value == 0 else math.copysign(math.inf, value)
-    return (value - ref) / abs(ref)
-
-
-def detect_steps(points: list[Point], threshold: float = 0.05, min_run: int = 2) -> list[Step]:
-    """Level shifts that persist, not single blips.
-
-    Walk the series holding the current level: the median of the points accepted onto it
-    since the last step. A point within ``threshold`` (relative) of the level joins it. A
-    point beyond it opens a candidate: when it and the next ``min_run - 1`` points all lie
-    beyond the threshold on the same side, and within the threshold of their own median, the
-    level has moved -- a Step at the first of them (before: the old level, after: their
-    median) and they start the new level. Otherwise the point was a blip: passed over,
-    never joining a level, so one outlier neither raises an alarm nor drags the level.
-
-    Not steps: a shift seen only in the last ``min_run - 1`` points (it may still be a
-    blip), and a slow drift of a fraction of the threshold per run (the level follows it).
-    """
-    if min_run < 1:
-        raise ValueError(f"min_run={min_run}: a step needs at least one point on its new level")
-    values = [p.value for p in points]
-    steps: list[Step] = []
-    level = values[:1]
-    i = 1
-    while i < len(values):
-        ref = statistics.median(level)
-        if abs(_rel(values[i], ref)) <= threshold:
-            level.append(values[i])
-            i += 1
-            continue
-        window = values[i : i + min_run]
-        mid = statistics.median(window)
-        moved = [_rel(v, ref) for v in window]
-        same_side = all(m > threshold for m in moved) or all(m < -threshold for m in moved)
-        if (
-            len(window) == min_run
-            and same_side
-            and all(abs(_rel(v, mid)) <= threshold for v in window)
-        ):
-            steps.append(Step(i, points[i].run_id, ref, mid, _rel(mid, ref)))
-            level = list(window)
-            i += min_run
-        else:
-            i += 1
-    return steps
+# --- steps in history ------------------------------------------------------------------------
 
 
 def step_findings(
