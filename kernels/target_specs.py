@@ -1,0 +1,309 @@
+"""The catalogue of what ``python -m aoq.kernels.targets`` compiles: one :class:`Spec` per kernel
+at a representative tile (signature types, constexprs, warps), per target where the types
+differ (gfx942's e4m3fnuz). Kept apart from the compiling machinery in targets.py."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Spec:
+    name: str
+    module: str
+    fn: str
+    signature: dict[str, str]
+    constexprs: dict[str, Any]
+    warps: int = 4
+    stages: int = 3
+    fp8: bool = False
+    """Uses float8 (an expected impossibility on the NO_FP8 targets)."""
+    mma: bool = True
+    """A matrix kernel: its assembly should hold matrix instructions."""
+    block_scaled: bool = False
+    """A native block-scaled GEMM: needs BLOCK_SCALED's instruction (xfail elsewhere)."""
+    max_shared: int | None = None
+    """Shared memory (bytes) the kernel may use at most (a streaming kernel's budget)."""
+
+
+def _mm_sig(x: str, w: str, y: str) -> dict[str, str]:
+    names = ("x_ptr", "w_ptr", "s_ptr", "z_ptr", "b_ptr", "y_ptr")
+    types = (x, w, "*fp32", "*u8" if w == "*u8" else "*fp32", "*bf16", y)
+    sig = dict(zip(names, types, strict=True))
+    sig.update(
+        {n: "i32" for n in ("M", "N", "K", "G", "stride_xm", "stride_wn", "stride_ym", "M_KEY")}
+    )
+    return sig
+
+
+def _wo(name: str, w: str, wfmt: int, gs: int, bm: int, bn: int, bk: int, warps: int = 4) -> Spec:
+    """A weight-only kernel; ``*.gemv`` / ``*.decode`` names are the split-K decode kernel."""
+    decode = name.endswith((".gemv", ".decode"))
+    ce = dict(
+        WFMT=wfmt,
+        GROUP_SIZE=gs,
+        PER_CHANNEL=wfmt != 1,
+        HAS_BIAS=True,
+        UPCAST=False,
+        PRECISION="ieee",
+        BLOCK_M=bm,
+        BLOCK_N=bn,
+        BLOCK_K=bk,
+    )
+    sig = _mm_sig("*bf16", w, "*bf16")
+    if decode:
+        ce["SPLIT_K"] = 4
+        sig = _split_sig(sig, "*fp32")
+    return Spec(
+        name,
+        "weight_only",
+        "_weight_only_decode_kernel" if decode else "_weight_only_mm_kernel",
+        sig,
+        ce,
+        warps=warps,
+        fp8=wfmt == 2,
+        mma=bm > 1,
+    )
+
+
+def _split_sig(sig: dict[str, str], part: str) -> dict[str, str]:
+    """A matmul signature with the split-K partials pointer after y_ptr and K_SPLIT after G
+    (decode kernels, kernels/splitk.py); the decode kernels take no M_KEY."""
+    out: dict[str, str] = {}
+    for k, v in sig.items():
+        if k == "M_KEY" and "xq_ptr" not in sig:
+            continue
+        out[k] = v
+        if k == "y_ptr":
+            out["p_ptr"] = part
+        if k == "G":
+            out["K_SPLIT"] = "i32"
+    return out
+
+
+def _int_act(name: str, int4: bool, gs: int, bm: int, bn: int, bk: int, **kw: Any) -> Spec:
+    sig = {
+        "xq_ptr": "*i8",
+        "xs_ptr": "*fp32",
+        "xz_ptr": "*i32",
+        "w_ptr": "*u8" if int4 else "*i8",
+        "s_ptr": "*fp32",
+        "b_ptr": "*bf16",
+        "bq_ptr": "*i32",
+        "gstar_ptr": "*i32",
+        "y_ptr": "*bf16",
+    }
+    sig.update(
+        {n: "i32" for n in ("M", "N", "K", "G", "stride_xm", "stride_wn", "stride_ym", "M_KEY")}
+    )
+    ce = dict(
+        INT4=int4,
+        GROUP_SIZE=gs,
+        PER_CHANNEL=gs == 0,
+        ASYM=False,
+        STATIC=False,
+        HAS_BIAS=True,
+        HAS_BIAS_INT=False,
+        UPCAST=False,
+        PRECISION="ieee",
+        BLOCK_M=bm,
+        BLOCK_N=bn,
+        BLOCK_K=bk,
+        SPLIT_K=4 if name.endswith(".decode") else 1,
+    )
+    sig = _split_sig(sig, "*i32" if gs == 0 else "*fp32")
+    return Spec(name, "int_act_mm", "_int_act_mm_kernel", sig, ce, **kw)
+
+
+def _splitk_specs() -> list[Spec]:
+    """The GEMVs (no matrix instructions) and the split-K reduction."""
+    gemv_sig = {
+        "xq_ptr": "*i8",
+        "xs_ptr": "*fp32",
+        "xz_ptr": "*i32",
+        "w_ptr": "*u8",
+        "s_ptr": "*fp32",
+        "b_ptr": "*bf16",
+        "bq_ptr": "*i32",
+        "gstar_ptr": "*i32",
+        "y_ptr": "*bf16",
+        "p_ptr": "*fp32",
+        "N": "i32",
+        "K": "i32",
+        "G": "i32",
+        "K_SPLIT": "i32",
+    }
+    gemv_ce = dict(
+        GROUP_SIZE=32, ASYM=False, STATIC=False, HAS_BIAS=True, HAS_BIAS_INT=False, SPLIT_K=4,
+        BLOCK_N=128,
+    )  # fmt: skip
+    red_sig = {
+        "part_ptr": "*fp32",
+        "bi_ptr": "*i32",
+        "cs_ptr": "*fp32",
+        "rs_ptr": "*fp32",
+        "b_ptr": "*bf16",
+        "y_ptr": "*bf16",
+        "M": "i32",
+        "N": "i32",
+        "stride_ym": "i32",
+    }
+    red_ce = dict(
+        SPLIT_K=4, HAS_BIAS_INT=False, COL_SCALE=True, ROW_SCALE=True, STATIC_ROW=False,
+        HAS_BIAS=True, BLOCK_N=512,
+    )  # fmt: skip
+    words_sig = {
+        "x_ptr": "*bf16",
+        "w_ptr": "*u32",
+        "s_ptr": "*fp32",
+        "z_ptr": "*u8",
+        "b_ptr": "*bf16",
+        "y_ptr": "*bf16",
+        "p_ptr": "*fp32",
+        "N": "i32",
+        "K": "i32",
+        "G": "i32",
+        "K_SPLIT": "i32",
+        "stride_wn": "i32",
+    }
+    words_ce = dict(
+        GROUP_SIZE=128, PER_CHANNEL=False, HAS_BIAS=True, SPLIT_K=4, BLOCK_N=64, WORDS=16,
+        EVEN_K=True,
+    )  # fmt: skip
+    int8_words = {**words_ce, "INT4": False, "GROUP_SIZE": 0, "PER_CHANNEL": True}
+    return [
+        Spec(
+            "int4wo.gemv_words",
+            "gemv",
+            "_gemv_words_kernel",
+            words_sig,
+            {**words_ce, "INT4": True},
+            mma=False,
+        ),  # fmt: skip
+        Spec("int8wo.gemv_words", "gemv", "_gemv_words_kernel", words_sig, int8_words, mma=False),
+        Spec("w4a8.gemv", "int_act_mm", "_w4a8_gemv_kernel", gemv_sig, gemv_ce, mma=False),
+        Spec("splitk.reduce", "splitk", "_reduce_kernel", red_sig, red_ce, mma=False),
+    ]
+
+
+def mx_cast_spec(name: str, dim: int, elem: str, target: str) -> Spec:
+    """An MX cast (kernels/mx_cast.py) of bf16 at its default tile for 8192 x 8192, fp8
+    through the float8 conversion where Triton emits it directly (sm90+). Budget: the scale
+    bytes' layout conversion (<= 512 B); the data never passes through shared memory."""
+    from aoq.kernels import mx_cast
+    from aoq.kernels.mx_ops import PACK_GROUP, Dim1Tile, default_tile
+
+    from aoq.formats.mx import MXElem, ScaleRounding
+
+    e = MXElem(elem)
+    hw = target in ("sm90", "sm100") and e in mx_cast._FP8_TY
+    ce: dict[str, Any] = dict(QDQ=False, BLOCK=32, VEC=8, EVEN=True)
+    ce.update(
+        PACK=PACK_GROUP.get(e.spec.bits, 1), **mx_cast._elem_constants(e, ScaleRounding.RCEIL, hw)
+    )
+    tile = default_tile(dim)
+    sig = {"x_ptr": "*bf16", "out_ptr": "*u8", "scale_ptr": "*u8"}
+    if isinstance(tile, Dim1Tile):
+        sig["NBLK"] = "i32"
+        ce.update(NB=tile.blocks, H=tile.pieces)
+    else:
+        sig.update({n: "i32" for n in ("C", "NBR", "NCT", "stride_xr", "stride_or", "stride_sr")})
+        ce.update(LANES=tile.lanes, CG=tile.groups, RB=tile.rows)
+        ce.update(WARP=64 if target.startswith("gfx") else 32)
+    fn = f"_mx_cast_dim{dim}_kernel"
+    return Spec(name, "mx_cast", fn, sig, ce, warps=tile.warps, mma=False, max_shared=512)
+
+
+def _mx_mm_spec(name: str, fmt: str) -> Spec:
+    """The MX GEMM of a forward linear: both operands contiguous along K (the JIT makes unit
+    strides constants, as here)."""
+    sig = {n: "*u8" for n in ("a_ptr", "as_ptr", "b_ptr", "bs_ptr")}
+    sig.update({"y_ptr": "*bf16", "M": "i32", "N": "i32", "K": "i32"})
+    sig.update({f"stride_{n}": "i32" for n in ("am", "asm", "bn", "bsn", "ym")})
+    ce: dict[str, Any] = {f"stride_{n}": 1 for n in ("ak", "ask", "bk", "bsk")}
+    ce.update(FMT_A=fmt, FMT_B=fmt, DOT_SCALED=True, BLOCK_M=128, BLOCK_N=128, BLOCK_K=128)
+    return Spec(
+        name, "mx_mm", "_mx_mm_kernel", sig, ce, warps=8, fp8=fmt != "e2m1", block_scaled=True
+    )
+
+
+def specs(target: str) -> list[Spec]:
+    """The kernels compiled for ``target`` (float8 kernels use the arch's own e4m3)."""
+    f8 = "*fp8e4b8" if target == "gfx942" else "*fp8e4nv"
+    act = {
+        "x_ptr": "*bf16",
+        "q_ptr": "*i8",
+        "s_ptr": "*fp32",
+        "z_ptr": "*i32",
+        "given_ptr": "*fp32",
+        "M": "i32",
+        "K": "i32",
+        "stride_xm": "i32",
+        "stride_qm": "i32",
+    }
+    act_ce = dict(MODE=0, GIVEN=False, QMAX=127.0, BLOCK_M=1, BLOCK_K=8192, ONE_TILE=True)
+    fp8_sig = {
+        "x_ptr": f8,
+        "xs_ptr": "*fp32",
+        "w_ptr": f8,
+        "ws_ptr": "*fp32",
+        "b_ptr": "*bf16",
+        "y_ptr": "*bf16",
+        "M": "i32",
+        "N": "i32",
+        "K": "i32",
+        "stride_xm": "i32",
+        "stride_wn": "i32",
+        "stride_ym": "i32",
+        "M_KEY": "i32",
+    }
+    fp8_ce = dict(
+        X_ROW=True, W_ROW=True, HAS_BIAS=True, WIDEN=0, BLOCK_M=128, BLOCK_N=128, BLOCK_K=128
+    )
+    deq_sig = {
+        "w_ptr": "*u8",
+        "s_ptr": "*fp32",
+        "z_ptr": "*u8",
+        "out_ptr": "*bf16",
+        "N": "i32",
+        "K": "i32",
+        "G": "i32",
+        "stride_wn": "i32",
+    }
+    return [
+        Spec(
+            "act_quant.int8_row", "act_quant", "_act_quant_kernel", act, act_ce, warps=8, mma=False
+        ),
+        Spec(
+            "act_quant.fp8_row",
+            "act_quant",
+            "_act_quant_kernel",
+            {**act, "q_ptr": f8},
+            {**act_ce, "MODE": 3, "QMAX": 240.0 if target == "gfx942" else 448.0},
+            warps=8,
+            fp8=True,
+            mma=False,
+        ),
+        _wo("int4wo.gemv", "*u8", 1, 128, 1, 32, 128),
+        _wo("int4wo.decode", "*u8", 1, 128, 16, 64, 128),
+        _wo("int4wo.prefill", "*u8", 1, 128, 128, 128, 64, warps=8),
+        _wo("int8wo.decode", "*i8", 0, 0, 16, 64, 128),
+        _wo("fp8wo.decode", f8, 2, 0, 16, 64, 128),
+        Spec(
+            "dequant.int4",
+            "weight_only",
+            "_dequantize_kernel",
+            deq_sig,
+            dict(WFMT=1, GROUP_SIZE=128, BLOCK_N=32, BLOCK_K=128),
+            mma=False,
+        ),
+        _int_act("w8a8.prefill", False, 0, 128, 128, 128, warps=8),
+        _int_act("w4a8.decode", True, 32, 16, 64, 32),
+        *_splitk_specs(),
+        Spec("fp8.prefill", "fp8_mm", "_fp8_mm_kernel", fp8_sig, fp8_ce, warps=8, fp8=True),
+        mx_cast_spec("mx_cast.dim0.fp8_e4m3", 0, "fp8_e4m3", target),
+        mx_cast_spec("mx_cast.dim1.fp8_e4m3", 1, "fp8_e4m3", target),
+        _mx_mm_spec("mx_mm.fp8", "e4m3"),
+        _mx_mm_spec("mx_mm.fp4", "e2m1"),
+    ]
