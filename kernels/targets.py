@@ -2,8 +2,8 @@
 
 ``python -m aoq.kernels.targets [--targets sm90,gfx942] [--out reports/runs]`` compiles each
 kernel spec of target_specs.py with ``triton.compile(ASTSource, target=GPUTarget)`` and prints
-a table: success, the matrix instructions in the assembly (``mma.sync`` / ``wgmma`` / ``tcgen05.mma``
-for NVIDIA, ``v_mfma`` for AMD) and spills (ptxas -v for NVIDIA, the ``vgpr/sgpr_spill_count``
+a table: success, the matrix instructions in the assembly (``mma.sync`` / ``wgmma`` /
+``tcgen05.mma`` for NVIDIA, ``v_mfma`` for AMD) and spills (ptxas -v for NVIDIA, the ``vgpr/sgpr_spill_count``
 notes of the AMD code object). Each record is an aoq.testing.records ``Record`` (kind
 "compile"), written to JSONL with ``--out``.
 
