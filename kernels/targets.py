@@ -1,11 +1,11 @@
 """Ahead-of-time compilation of every kernel for every GPU target, on a machine with no GPU.
 
 ``python -m aoq.kernels.targets [--targets sm90,gfx942] [--out reports/runs]`` compiles each
-kernel spec of target_specs.py with ``triton.compile(ASTSource, target=GPUTarget)`` and prints
-a table: success, the matrix instructions in the assembly (``mma.sync`` / ``wgmma`` /
-``tcgen05.mma`` for NVIDIA, ``v_mfma`` for AMD) and spills (ptxas -v for NVIDIA, the ``vgpr/sgpr_spill_count``
-notes of the AMD code object). Each record is an aoq.testing.records ``Record`` (kind
-"compile"), written to JSONL with ``--out``.
+kernel spec of target_specs.py with ``triton.compile(ASTSource, target=GPUTarget)`` and
+prints a table: success, the matrix instructions in the assembly (``mma.sync`` / ``wgmma``
+/ ``tcgen05.mma`` for NVIDIA, ``v_mfma`` for AMD) and spills (ptxas -v for NVIDIA, the
+``vgpr/sgpr_spill_count`` notes of the AMD code object). Each record is an
+aoq.testing.records ``Record`` (kind "compile"), written to JSONL with ``--out``.
 
 A compiler abort (``LLVM ERROR``, a segfault) must not take the caller down: every target
 compiles in a worker subprocess that reports one JSON line per kernel; if the worker dies, the
