@@ -30,41 +30,21 @@ copy). bf16, B = 32, the default tiles (``cast_tile``)::
 Packing happens in registers: along dim 1 a thread's 8 codes split into pairs / quads;
 along dim 0 its 8 consecutive rows (a register permutation puts rows last) do.
 
-Exactness: the kernels repeat the reference step by step (aoq/formats/mx.py). The block max
-is an integer max of |x|'s float32 bits, which also flags NaN/Inf blocks (bits >= Inf's);
-the shared exponent comes from those bits (a subnormal amax through an exact int -> float
-conversion), powers of two are built from bits, and no libdevice call is made (Triton
-flushes subnormals only there). Rounding (RNE, saturating) is one float add: |v| + 2^(e +
-23 - mbits) with e = max(exponent(|v|), emin) leaves |v| rounded to the element grid (the
-sum's ulp is the grid's step at v), and the code is the bits of that value times
-2^(bias - 127) shifted right by 23 - mbits: the float32 encoding re-biased, an element
-subnormal landing on a float32 subnormal with the same bits. Saturation is a min on the
-code. fp8 on NVIDIA sm90+ may instead use the float8 conversion (RNE, subnormals,
-satfinite), two elements per instruction.
+Exactness: kernels/mx_steps.py (float32, one element at a time) and kernels/mx_packed.py
+(two bf16 elements a register, sm90) repeat the reference step by step.
 
-Speed. Goal: >= 80% of device-copy bandwidth at 8192 x 8192 bf16 (read 128 MiB, write 64
-MiB of fp8 codes + 2 MiB of scales). The first kernels reached 54% (dim 1) and 24% (dim 0)
-on an H200. Why, from their sm90 SASS (compiled here, no GPU needed) and access pattern:
-- dim 0 transposed each [64, 128] tile in registers (tl.trans) so that blocks became rows,
-  and back for the store: 4 KB of shared memory and 7 barriers per tile, 160 shuffles and
-  ~80 shared loads/stores per thread, the block reduction spread across warps.
-- both read 64 x 128 tiles, 256 contiguous bytes per row, the program id walking down the
-  rows first: the ~1000 resident programs of an H200 each read 256-byte pieces of 64 rows
-  16 KB apart, not the whole DRAM pages a copy streams. dim 1 (fp8) spent only ~11
-  instructions per element, so its 54% points at this pattern, not at arithmetic.
-- NaN/Inf detection was a second reduction (a sum of x * 0) beside the max; the integer
-  rounding path spent 26 (dim 1) / 40 (dim 0) instructions per element, two of them float
-  -> int conversions (a quarter of the FMA rate); scales went out one byte per thread.
-What each change moves: blocks reduced inside a warp (dim 0: no shared memory or barriers,
-16 shuffles); one integer max for amax and NaN/Inf; programs over 16 contiguous KB of rows,
-walking along them (the DRAM pattern of a copy); codes stored at the load's width (no
-layout conversion); two lanes per dim-1 block (half the per-block scale work); rounding by
-one float add and no float -> int conversion; packing in registers (fp4 writes 32 MiB, not
-64). SASS instructions per element, sm90, first kernels -> these (dim 1 | dim 0): fp8 via
-cvt 10.9 -> 8.6 | 25.0 -> 11.1; fp8 integer path 26.0 -> 18.0 | 40.3 -> 20.5; fp4 26.0 ->
-18.5 | 40.3 -> 20.8 (now packed); fp6 -> 21.0 | 21.8. At 80% of copy an H200 SM must cast ~4
-elements a clock: ~35 of its 128 issue slots for fp8, ~75 for fp4/fp6 (about 9 of whose
-~19 instructions use the integer pipe, 64 a clock). Measured: bench/mx_cast_speed.py.
+Speed. Goal: >= 80% of device-copy bandwidth at 8192 x 8192 bf16 (read 128 MiB, write the
+codes and 2 MiB of scales). The first kernels reached 54% (dim 1) and 24% (dim 0) on an
+H200: dim 0 transposed tiles through shared memory (7 barriers a tile), both read 256-byte
+pieces of 64 rows 16 KB apart instead of streaming rows, NaN/Inf took a second reduction,
+and rounding spent 26 (dim 1) / 40 (dim 0) SASS instructions per element. Now: blocks
+reduced inside a warp, one integer max for amax and NaN/Inf, programs over contiguous rows,
+codes stored at the load's width, rounding by one add, packing in registers, and on sm90
+bf16 two elements per instruction (mx_packed.py; fp6 dim 1 stores 3 x uint16 per 8 codes).
+SASS instructions per element, sm90, dim 1 | dim 0 (first kernels -> float32 path ->
+packed): fp8 via cvt 10.9 -> 8.8 | 25.0 -> 11.5; fp4 26.0 -> 18.9 -> 11.6 | 40.3 -> 20.8
+-> 14.0; fp6 21.4 -> 12.5 | 21.8 -> 15.6; int8 11.0 | 13.5. At 80% of copy an H200 SM casts
+~5 elements a clock (of 128 issue slots). Measured: bench/mx_cast_speed.py.
 """
 
 from __future__ import annotations
@@ -72,6 +52,8 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+from aoq.kernels import mx_packed as pk
+from aoq.kernels import mx_steps as st
 from aoq.kernels._common import INTERPRET, out_dtype_for
 from aoq.kernels.mx_ops import (
     PACK_GROUP,
@@ -93,120 +75,6 @@ from torch import Tensor
 
 from aoq.formats.mx import MXElem, ScaleRounding, parse_choice
 
-FRAC_MASK = tl.constexpr(0x7FFFFF)  # kernels read globals only as constexprs
-
-
-@triton.jit
-def _exp2i(n, NORMAL: tl.constexpr):
-    """2^n as float32 for int32 n in [-149, 127], from the bits; NORMAL: n >= -126 is known
-    (2^-shared for float elements: shared <= 127 - emax + 1 <= 126)."""
-    normal = (tl.maximum(n + 127, 1) << 23).to(tl.float32, bitcast=True)
-    if NORMAL:
-        return normal
-    sub = (1 << tl.minimum(tl.maximum(n + 149, 0), 22)).to(tl.float32, bitcast=True)
-    return tl.where(n >= -126, normal, sub)
-
-
-@triton.jit
-def _amax_bits(x, AXIS: tl.constexpr):
-    """|x|'s largest float32 bits along AXIS as int32 (a max at or above 0x7F800000, Inf's
-    bits, marks a block holding NaN or Inf): an unsigned max of the bits shifted left by
-    one, which drops the sign (a multiply, spared the integer pipe), then shifted back."""
-    b2 = x.to(tl.float32).to(tl.uint32, bitcast=True) << 1
-    return (tl.max(b2, axis=AXIS) >> 1).to(tl.int32)
-
-
-@triton.jit
-def _shared_exp(amax, EMAX: tl.constexpr, MAX_FRAC: tl.constexpr, RCEIL: tl.constexpr):
-    """Block amax bits (int32) -> (shared exponent int32 in [-127, 127], ok: finite block).
-    FLOOR: floor(log2(amax)) - emax; RCEIL adds 1 when frac(amax) > frac(max_elem)."""
-    mant = amax & FRAC_MASK
-    mant_f = mant.to(tl.float32).to(tl.int32, bitcast=True)  # exact: normalizes a subnormal
-    subnormal = (amax >> 23) == 0
-    shared = tl.where(subnormal, (mant_f >> 23) - 276, (amax >> 23) - 127) - EMAX
-    if RCEIL:
-        frac = tl.where(subnormal, mant_f & FRAC_MASK, mant)
-        shared += (frac > MAX_FRAC).to(tl.int32)
-    shared = tl.minimum(tl.maximum(shared, -127), 127)
-    return tl.where(amax == 0, -127, shared), amax < 0x7F800000
-
-
-@triton.jit
-def _grid_add(v, SHIFT: tl.constexpr, MIN_NORMAL_BITS: tl.constexpr, IS_INT: tl.constexpr):
-    """(|v| + m, m) with m = 2^(e + SHIFT), e = max(exponent(v), emin): m's ulp is the element
-    grid's step at v, so the add rounds |v| to nearest even on the grid and subtracting m
-    again is exact (int8: m = 2^17, step 2^-6, and the sum's low bits are the code). The
-    exponent comes from |v| * 2^SHIFT (a float multiply spares the integer pipe an add)."""
-    a = tl.abs(v)
-    if IS_INT:
-        m = tl.full(v.shape, 131072.0, tl.float32)
-    else:
-        e = (a * (1 << SHIFT)).to(tl.int32, bitcast=True) & 0x7F800000
-        m = tl.maximum(e, MIN_NORMAL_BITS + (SHIFT << 23)).to(tl.float32, bitcast=True)
-    return a + m, m
-
-
-@triton.jit
-def _codes(
-    x, inv, ok, BITS: tl.constexpr, SHIFT: tl.constexpr, MIN_NORMAL_BITS: tl.constexpr,
-    ELEM_SCALE: tl.constexpr, MAX_CODE: tl.constexpr, IS_INT: tl.constexpr,
-    HW_FP8: tl.constexpr, FP8_TY: tl.constexpr,
-):  # fmt: skip
-    """Element codes (int32 bit patterns, 0 in NaN/Inf blocks) of v = x * inv, RNE, saturated.
-    With r = |v| rounded by _grid_add, r * 2^(bias - 127) is a float32 whose bits shifted right
-    by SHIFT are r's code (the exponent field re-biased; an element subnormal lands on a
-    float32 subnormal with the same significand); saturation is a min on the code."""
-    v = x.to(tl.float32) * inv
-    if HW_FP8:  # cvt.rn.satfinite.e4m3x2.f32 (sm90+): RNE with subnormals, saturating
-        return tl.where(ok, v, 0.0).to(FP8_TY).to(tl.uint8, bitcast=True).to(tl.int32)
-    t, m = _grid_add(v, SHIFT, MIN_NORMAL_BITS, IS_INT)
-    limit = tl.where(ok, MAX_CODE, 0)  # NaN/Inf blocks: code 0
-    b = v.to(tl.int32, bitcast=True)
-    if IS_INT:
-        mag = tl.minimum(t.to(tl.int32, bitcast=True) - 0x48000000, limit)  # minus 2^17's bits
-        return tl.where(b < 0, -mag, mag) & 0xFF
-    r = t - m
-    code = ((r * ELEM_SCALE).to(tl.uint32, bitcast=True) >> SHIFT).to(tl.int32)
-    sign = (b >> (32 - BITS)) & tl.where(ok, 1 << (BITS - 1), 0)
-    return tl.minimum(code, limit) | sign
-
-
-@triton.jit
-def _qdq(
-    x, inv, scl, ok, SHIFT: tl.constexpr, MIN_NORMAL_BITS: tl.constexpr,
-    MAX_NORMAL: tl.constexpr, IS_INT: tl.constexpr, HW_FP8: tl.constexpr, FP8_TY: tl.constexpr,
-):  # fmt: skip
-    """decode(code) * 2^shared of v = x * inv in float32 (NaN in NaN/Inf blocks)."""
-    v = x.to(tl.float32) * inv
-    if HW_FP8:
-        r = v.to(FP8_TY).to(tl.float32)
-    else:
-        t, m = _grid_add(v, SHIFT, MIN_NORMAL_BITS, IS_INT)
-        r = tl.minimum(t - m, MAX_NORMAL)
-        b = v.to(tl.int32, bitcast=True)
-        signed = (r.to(tl.int32, bitcast=True) | (b & -2147483648)).to(tl.float32, bitcast=True)
-        r = tl.where(r == 0.0, 0.0, signed) if IS_INT else signed  # int8 has no -0
-    return tl.where(ok, r * scl, float("nan"))
-
-
-@triton.jit
-def _store_fp6(p, step, q, mask):
-    """q [..., 4k] -> four 6-bit codes per three bytes at p + t * step, t = 0, 1, 2 (pack_fp6);
-    p [..., k] points at each quad's first byte. The 24-bit word c0 | c1 << 6 | c2 << 12 |
-    c3 << 18 is a sum over the quad (disjoint bits), inside one thread."""
-    quads = tl.reshape(q, q.shape[:-1] + [q.shape[-1] // 4, 4])
-    w = tl.sum(quads << (tl.arange(0, 4) * 6), axis=len(quads.shape) - 1)
-    tl.store(p, w.to(tl.uint8), mask)
-    tl.store(p + step, (w >> 8).to(tl.uint8), mask)
-    tl.store(p + 2 * step, (w >> 16).to(tl.uint8), mask)
-
-
-@triton.jit
-def _pairs(q):
-    """q [..., 2k] -> [..., k] bytes, first element in the low nibble (pack_uint4)."""
-    lo, hi = tl.split(tl.reshape(q, q.shape[:-1] + [q.shape[-1] // 2, 2]))
-    return (lo | (hi << 4)).to(tl.uint8)
-
 
 @triton.jit
 def _mx_cast_dim1_kernel(
@@ -217,10 +85,12 @@ def _mx_cast_dim1_kernel(
     SHIFT: tl.constexpr, ELEM_SCALE: tl.constexpr, MIN_NORMAL_BITS: tl.constexpr,
     MAX_CODE: tl.constexpr, MAX_NORMAL: tl.constexpr, EMAX: tl.constexpr,
     MAX_FRAC: tl.constexpr, RCEIL: tl.constexpr, IS_INT: tl.constexpr, HW_FP8: tl.constexpr,
-    FP8_TY: tl.constexpr,
+    FP8_TY: tl.constexpr, PACKED: tl.constexpr, ASM: tl.constexpr, MBITS: tl.constexpr,
+    BIAS: tl.constexpr, MAXN_BITS: tl.constexpr, MIN_BITS: tl.constexpr,
 ):  # fmt: skip
     """NB consecutive blocks of the flattened tensor as [NB, H, W]: a block is H pieces of W =
-    BLOCK / H elements, and a thread holds one 16-byte vector of each piece (H per block)."""
+    BLOCK / H elements, and a thread holds one 16-byte vector of each piece (H per block).
+    PACKED: bf16 read as [NB, H, W / 2] words of two elements (kernels/mx_packed.py)."""
     W: tl.constexpr = BLOCK // H
     b0 = tl.program_id(0).to(tl.int64) * NB  # first block; int64 only in the program origin
     offs_b = tl.arange(0, NB)[:, None, None]
@@ -228,32 +98,57 @@ def _mx_cast_dim1_kernel(
     offs_w = tl.max_contiguous(tl.arange(0, W), VEC)[None, None, :]
     bmask = None if EVEN else offs_b < NBLK - b0  # EVEN: every program's blocks exist
     offs = offs_b * BLOCK + offs_h * W + offs_w
-    x = tl.load(x_ptr + b0 * BLOCK + offs, bmask)
-    amax = tl.max(_amax_bits(x, 2), axis=1)  # in-thread and BLOCK / H / VEC lanes, pieces
-    shared, ok = _shared_exp(amax, EMAX, MAX_FRAC, RCEIL)
-    inv = _exp2i(-shared, not IS_INT)[:, None, None]
-    if QDQ:
-        y = _qdq(
-            x, inv, _exp2i(shared, False)[:, None, None], ok[:, None, None], SHIFT,
-            MIN_NORMAL_BITS, MAX_NORMAL, IS_INT, HW_FP8, FP8_TY,
-        )  # fmt: skip
-        tl.store(out_ptr + b0 * BLOCK + offs, y.to(out_ptr.dtype.element_ty), bmask)
+    offs2 = offs_b * (BLOCK // 2) + offs_h * (W // 2)
+    offs2 += tl.max_contiguous(tl.arange(0, W // 2), VEC // 2)[None, None, :]
+    if PACKED:
+        p = tl.load(x_ptr.to(tl.pointer_type(tl.uint32)) + b0 * (BLOCK // 2) + offs2, bmask)
+        amax = pk.half_max(pk.amax2(pk.amax2(p, 2, ASM), 1, ASM)).to(tl.int32) << 16
     else:
-        q = _codes(
-            x, inv, ok[:, None, None], BITS, SHIFT, MIN_NORMAL_BITS, ELEM_SCALE, MAX_CODE,
-            IS_INT, HW_FP8, FP8_TY,
-        )  # fmt: skip
+        x = tl.load(x_ptr + b0 * BLOCK + offs, bmask)
+        amax = tl.max(st.amax_bits(x, 2), axis=1)  # in-thread and BLOCK / H / VEC lanes, pieces
+    shared, ok = st.shared_exp(amax, EMAX, MAX_FRAC, RCEIL)
+    if PACKED:
+        inv, scl, lim, sgn, keep = pk.block_halves(shared, ok, MAXN_BITS, BITS, IS_INT)
+        inv2 = pk.pair(inv, inv)[:, None, None]
+        lim2 = pk.pair(lim, lim)[:, None, None]
+    if QDQ:
+        if PACKED:
+            y = pk.qdq2(
+                p, inv2, pk.pair(scl, scl)[:, None, None], lim2,
+                pk.pair(keep, keep)[:, None, None], MBITS, MIN_BITS, IS_INT, ASM,
+            )  # fmt: skip
+            tl.store(out_ptr.to(tl.pointer_type(tl.uint32)) + b0 * (BLOCK // 2) + offs2, y, bmask)
+        else:
+            y = st.qdq(
+                x, st.exp2i(-shared, not IS_INT)[:, None, None],
+                st.exp2i(shared, False)[:, None, None], ok[:, None, None], SHIFT,
+                MIN_NORMAL_BITS, MAX_NORMAL, IS_INT, HW_FP8, FP8_TY,
+            )  # fmt: skip
+            tl.store(out_ptr + b0 * BLOCK + offs, y.to(out_ptr.dtype.element_ty), bmask)
+    else:
+        if PACKED:
+            c = pk.codes2(
+                p, inv2, lim2, pk.pair(sgn, sgn)[:, None, None], BITS, MBITS, BIAS, MIN_BITS,
+                IS_INT, ASM,
+            )  # fmt: skip
+        else:
+            q = st.codes(
+                x, st.exp2i(-shared, not IS_INT)[:, None, None], ok[:, None, None], BITS, SHIFT,
+                MIN_NORMAL_BITS, ELEM_SCALE, MAX_CODE, IS_INT, HW_FP8, FP8_TY,
+            )  # fmt: skip
         s = tl.where(ok, shared + 127, 255).to(tl.uint8)
         offs_s = tl.arange(0, NB)
         tl.store(scale_ptr + b0 + offs_s, s, None if EVEN else offs_s < NBLK - b0)
         PB: tl.constexpr = W * BITS // 8  # bytes of one piece
         out = out_ptr + (b0 + offs_b) * (BLOCK * BITS // 8) + offs_h * PB
         if PACK == 1:
-            tl.store(out + offs_w, q, bmask)
+            tl.store(out + offs_w, pk.unpair(c) if PACKED else q, bmask)
         elif PACK == 2:
-            tl.store(out + tl.max_contiguous(tl.arange(0, W // 2), VEC // 2), _pairs(q), bmask)
-        else:
-            _store_fp6(out + tl.arange(0, W // 4)[None, None, :] * 3, 1, q, bmask)
+            offs_w2 = tl.max_contiguous(tl.arange(0, W // 2), VEC // 2)[None, None, :]
+            tl.store(out + offs_w2, st.pairs(pk.unpair(c) if PACKED else q), bmask)
+        else:  # pairs of 6-bit codes: a word's halves, or neighbouring codes
+            two = pk.pair_codes(c, BITS) if PACKED else st.pair_codes(q, BITS)
+            st.store_fp6_pairs(out, two, bmask, VEC, ASM)
 
 
 @triton.jit
@@ -265,10 +160,12 @@ def _mx_cast_dim0_kernel(
     PACK: tl.constexpr, BITS: tl.constexpr, SHIFT: tl.constexpr, ELEM_SCALE: tl.constexpr,
     MIN_NORMAL_BITS: tl.constexpr, MAX_CODE: tl.constexpr, MAX_NORMAL: tl.constexpr,
     EMAX: tl.constexpr, MAX_FRAC: tl.constexpr, RCEIL: tl.constexpr, IS_INT: tl.constexpr,
-    HW_FP8: tl.constexpr, FP8_TY: tl.constexpr,
+    HW_FP8: tl.constexpr, FP8_TY: tl.constexpr, PACKED: tl.constexpr, ASM: tl.constexpr,
+    MBITS: tl.constexpr, BIAS: tl.constexpr, MAXN_BITS: tl.constexpr, MIN_BITS: tl.constexpr,
 ):  # fmt: skip
     """RB block-rows x CG * CW columns as [LANES, RB * CG, RPT, CW]: group g is column group
-    g % CG of block-row g // CG; row = lane * RPT + i within the block."""
+    g % CG of block-row g // CG; row = lane * RPT + i within the block. PACKED: bf16 read as
+    [..., CW / 2] words, the two halves of a word in neighbouring columns (two blocks)."""
     RPT: tl.constexpr = BLOCK // LANES  # consecutive rows a thread holds
     CW: tl.constexpr = VEC * (WARP // LANES)  # columns of one warp (WARP threads: 32, 64)
     pid = tl.program_id(0)
@@ -281,22 +178,54 @@ def _mx_cast_dim0_kernel(
     cols += tl.max_contiguous(tl.arange(0, CW), VEC)[None, None, None, :]
     rows = rb * BLOCK + lane * RPT + tl.arange(0, RPT)[None, None, :, None]
     mask = None if EVEN else (cols < C - col0) & (rb < NBR - blk0)  # EVEN: whole tiles
-    x = tl.load(x_ptr + blk0 * BLOCK * stride_xr + col0 + rows * stride_xr + cols, mask)
-    amax = tl.max(_amax_bits(x, 2), axis=0)  # in-thread rows, then lanes: [RB * CG, CW]
-    shared, ok = _shared_exp(amax, EMAX, MAX_FRAC, RCEIL)
-    inv = _exp2i(-shared, not IS_INT)[None, :, None, :]
-    if QDQ:
-        y = _qdq(
-            x, inv, _exp2i(shared, False)[None, :, None, :], ok[None, :, None, :], SHIFT,
-            MIN_NORMAL_BITS, MAX_NORMAL, IS_INT, HW_FP8, FP8_TY,
-        )  # fmt: skip
-        o_ptrs = out_ptr + blk0 * BLOCK * stride_or + col0 + rows * stride_or + cols
-        tl.store(o_ptrs, y.to(out_ptr.dtype.element_ty), mask)
+    cols2 = (g % CG * (CW // 2))[None, :, None, None]
+    cols2 += tl.max_contiguous(tl.arange(0, CW // 2), VEC // 2)[None, None, None, :]
+    mask2 = None if EVEN else (cols2 * 2 < C - col0) & (rb < NBR - blk0)
+    if PACKED:
+        words = x_ptr.to(tl.pointer_type(tl.uint32)) + (blk0 * BLOCK * stride_xr + col0) // 2
+        p = tl.load(words + rows * (stride_xr // 2) + cols2, mask2)
+        amax2 = pk.amax2(pk.amax2(p, 2, ASM), 0, ASM)  # [RB * CG, CW / 2] packed
+        sh_lo, ok_lo = st.shared_exp((amax2 & 0xFFFF).to(tl.int32) << 16, EMAX, MAX_FRAC, RCEIL)
+        sh_hi, ok_hi = st.shared_exp((amax2 >> 16).to(tl.int32) << 16, EMAX, MAX_FRAC, RCEIL)
+        inv_l, scl_l, lim_l, sgn_l, keep_l = pk.block_halves(sh_lo, ok_lo, MAXN_BITS, BITS, IS_INT)
+        inv_h, scl_h, lim_h, sgn_h, keep_h = pk.block_halves(sh_hi, ok_hi, MAXN_BITS, BITS, IS_INT)
+        inv2 = pk.pair(inv_l, inv_h)[None, :, None, :]
+        lim2 = pk.pair(lim_l, lim_h)[None, :, None, :]
+        shared = tl.reshape(tl.join(sh_lo, sh_hi), [RB * CG, CW])
+        ok = tl.reshape(tl.join(ok_lo, ok_hi), [RB * CG, CW])
     else:
-        q = _codes(
-            x, inv, ok[None, :, None, :], BITS, SHIFT, MIN_NORMAL_BITS, ELEM_SCALE, MAX_CODE,
-            IS_INT, HW_FP8, FP8_TY,
-        )  # fmt: skip
+        x = tl.load(x_ptr + blk0 * BLOCK * stride_xr + col0 + rows * stride_xr + cols, mask)
+        amax = tl.max(st.amax_bits(x, 2), axis=0)  # in-thread rows, then lanes: [RB * CG, CW]
+        shared, ok = st.shared_exp(amax, EMAX, MAX_FRAC, RCEIL)
+    if QDQ:
+        if PACKED:
+            y = pk.qdq2(
+                p, inv2, pk.pair(scl_l, scl_h)[None, :, None, :], lim2,
+                pk.pair(keep_l, keep_h)[None, :, None, :], MBITS, MIN_BITS, IS_INT, ASM,
+            )  # fmt: skip
+            o_words = out_ptr.to(tl.pointer_type(tl.uint32))
+            o_words += (blk0 * BLOCK * stride_or + col0) // 2
+            tl.store(o_words + rows * (stride_or // 2) + cols2, y, mask2)
+        else:
+            y = st.qdq(
+                x, st.exp2i(-shared, not IS_INT)[None, :, None, :],
+                st.exp2i(shared, False)[None, :, None, :], ok[None, :, None, :], SHIFT,
+                MIN_NORMAL_BITS, MAX_NORMAL, IS_INT, HW_FP8, FP8_TY,
+            )  # fmt: skip
+            o_ptrs = out_ptr + blk0 * BLOCK * stride_or + col0 + rows * stride_or + cols
+            tl.store(o_ptrs, y.to(out_ptr.dtype.element_ty), mask)
+    else:
+        if PACKED:
+            c = pk.codes2(
+                p, inv2, lim2, pk.pair(sgn_l, sgn_h)[None, :, None, :], BITS, MBITS, BIAS,
+                MIN_BITS, IS_INT, ASM,
+            )  # fmt: skip
+            q = pk.unpair(c)
+        else:
+            q = st.codes(
+                x, st.exp2i(-shared, not IS_INT)[None, :, None, :], ok[None, :, None, :], BITS,
+                SHIFT, MIN_NORMAL_BITS, ELEM_SCALE, MAX_CODE, IS_INT, HW_FP8, FP8_TY,
+            )  # fmt: skip
         s_rb = (g // CG)[:, None]
         s_cols = (g % CG * CW)[:, None] + tl.max_contiguous(tl.arange(0, CW), VEC)[None, :]
         s = tl.where(ok, shared + 127, 255).to(tl.uint8)
@@ -315,9 +244,9 @@ def _mx_cast_dim0_kernel(
             p = out + prow * (PACK * BITS // 8) * stride_or + tl.permute(cols, (0, 1, 3, 2))
             m = None if EVEN else tl.permute(mask, (0, 1, 3, 2))
             if PACK == 2:
-                tl.store(p, _pairs(qt), m)
+                tl.store(p, st.pairs(qt), m)
             else:
-                _store_fp6(p, stride_or, qt, m)
+                st.store_fp6(p, stride_or, qt, m)
 
 
 _FP8_TY = {MXElem.FP8_E4M3: tl.float8e4nv, MXElem.FP8_E5M2: tl.float8e5}
@@ -334,6 +263,11 @@ def _has_fp8_cvt(device: torch.device) -> bool:
     )
 
 
+def _has_pair_ops(device: torch.device) -> bool:
+    """NVIDIA sm90+: mul/add.rn.bf16x2 and min/max.u16x2 (PTX 8.0), the PACKED path's ops."""
+    return _has_fp8_cvt(device)
+
+
 def _elem_constants(elem: MXElem, rule: ScaleRounding, hw_fp8: bool) -> dict[str, object]:
     """The element format as kernel constexprs (see _codes / _qdq / _shared_exp)."""
     s = elem.spec
@@ -341,7 +275,13 @@ def _elem_constants(elem: MXElem, rule: ScaleRounding, hw_fp8: bool) -> dict[str
     emin = 1 - s.bias  # exponent of the first normal binade (and of the subnormal step)
     shift = 23 - s.mbits
     mant_max = round((s.max_normal / 2.0**s.emax - 1) * 2**s.mbits)
+    maxn_bits = int(torch.tensor(s.max_normal, dtype=torch.bfloat16).view(torch.int16))
+    assert float(torch.tensor(maxn_bits, dtype=torch.int16).view(torch.bfloat16)) == s.max_normal
     return dict(
+        MBITS=s.mbits,
+        BIAS=s.bias,
+        MAXN_BITS=maxn_bits,  # bf16 bits (the PACKED path's constants)
+        MIN_BITS=(127 + emin) << 7,
         BITS=s.bits,
         SHIFT=shift,
         MIN_NORMAL_BITS=(127 + emin) << 23,
@@ -366,12 +306,15 @@ def mx_cast_triton(
     qdq: bool = False,
     tile: Tile | None = None,
     hw_fp8: bool | None = None,
+    packed: bool | None = None,
 ) -> tuple[Tensor, Tensor | None]:
     """Launch the Triton cast: (packed codes uint8, scale uint8) or, with qdq, (x.dtype
     values, None). Runs on GPU tensors, or on CPU tensors under TRITON_INTERPRET=1; a
     non-contiguous x is copied first. ``tile`` overrides cast_tile's choice (bench sweeps);
     ``hw_fp8`` rounds fp8 elements with the GPU's float8 conversion (default: on NVIDIA
-    sm90+) instead of the integer path every element format takes."""
+    sm90+) instead of the integer path every element format takes; ``packed`` computes
+    bf16 two elements at a time (kernels/mx_packed.py; default: where sm90's paired
+    instructions run it, and the float8 conversion does not serve)."""
     elem = parse_choice(MXElem, elem, "MX element")
     rule = parse_choice(ScaleRounding, scale_rounding, "scale_rounding")
     _check(x, elem.value, block_size, dim, rule.value)
@@ -379,6 +322,14 @@ def mx_cast_triton(
         raise ValueError(
             f"the Triton MX cast takes block sizes 8, 16, ..., 256, got {block_size}; "
             "torch.ops.aoq.mx_cast runs the reference for the others"
+        )
+    hw = (_has_fp8_cvt(x.device) if hw_fp8 is None else hw_fp8) and elem in _FP8_TY
+    asm = _has_pair_ops(x.device)
+    pair_ok = x.dtype == torch.bfloat16 and not hw and (dim == 1 or x.shape[1] % 2 == 0)
+    if packed and not pair_ok:
+        raise ValueError(
+            "packed=True takes bf16 input (along dim 0 an even number of columns) and no "
+            "float8 conversion (hw_fp8=False)"
         )
     if x.device.type == "cpu" and not INTERPRET:
         raise RuntimeError(
@@ -388,16 +339,18 @@ def mx_cast_triton(
         )
     x = x.contiguous()
     shape = (x.shape[0], x.shape[1])
-    if qdq:
-        out = torch.empty(shape, dtype=out_dtype_for(x.dtype), device=x.device)
+    pairs = pair_ok and (asm if packed is None else packed)
+    if qdq:  # the packed path stores bf16 words, exact under the interpreter too
+        dtype = x.dtype if pairs else out_dtype_for(x.dtype)
+        out = torch.empty(shape, dtype=dtype, device=x.device)
     else:
         out = torch.empty(packed_shape(shape, elem, dim), dtype=torch.uint8, device=x.device)
     scale = torch.empty(scale_shape(shape, block_size, dim), dtype=torch.uint8, device=x.device)
     if x.numel():
         vec = min(16 // x.element_size(), block_size)
         tile = tile or cast_tile(dim, shape, block_size, elem, vec)
-        hw = (_has_fp8_cvt(x.device) if hw_fp8 is None else hw_fp8) and elem in _FP8_TY
         consts = _elem_constants(elem, rule, hw)
+        consts.update(PACKED=pairs, ASM=asm)
         pack = 1 if qdq else PACK_GROUP.get(elem.spec.bits, 1)
         _launch(x, out, scale, dim, block_size, qdq, tile, vec, pack, consts)
     return (out.to(x.dtype), None) if qdq else (out, scale)

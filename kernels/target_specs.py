@@ -202,6 +202,8 @@ def mx_cast_spec(name: str, dim: int, elem: str, target: str) -> Spec:
     ce.update(
         PACK=PACK_GROUP.get(e.spec.bits, 1), **mx_cast._elem_constants(e, ScaleRounding.RCEIL, hw)
     )
+    pairs = target in ("sm90", "sm100") and not hw  # bf16x2 / u16x2 instructions (PTX 8.0)
+    ce.update(PACKED=pairs, ASM=pairs)
     tile = default_tile(dim)
     sig = {"x_ptr": "*bf16", "out_ptr": "*u8", "scale_ptr": "*u8"}
     if isinstance(tile, Dim1Tile):

@@ -75,6 +75,36 @@ def check_kernel_matches_reference(
         for dim in (0, 1):
             if not _matches(x, "fp6_e3m2", bs, dim, "floor", hw_fp8=hw_fp8):
                 bad.append(f"block {bs}/dim{dim}")
+    return bad + check_packed_matches_reference(device, full, elems)
+
+
+def check_packed_matches_reference(device: str, full: bool, elems: list[str]) -> list[str]:
+    """The two-elements-a-word path (kernels/mx_packed.py; sm90's paired instructions on a
+    GPU, their float32 emulation under the interpreter): the oracle's hard blocks rounded to
+    bf16 (ties, subnormals, NaN/Inf blocks, +-max), both dims and rules, an unaligned shape
+    (masked tiles), other tiles and block sizes."""
+    bad = []
+    kw = {"packed": True, "hw_fp8": False}
+    for elem in elems:
+        x = torch.from_numpy(make_data(elem)).to(device)
+        x = x[: x.shape[0] // 32 * 32].to(torch.bfloat16)
+        for dim in (0, 1):
+            for rule in RULES:
+                if not _matches(x if dim == 1 else x.t(), elem, 32, dim, rule, **kw):
+                    bad.append(f"packed/{elem}/{rule}/dim{dim}")
+            y = (torch.randn(64, 96, device=device) * 3).to(torch.bfloat16)
+            if not _matches(y if dim == 1 else y.t(), elem, 32, dim, "floor", **kw):
+                bad.append(f"packed/{elem}/unaligned/dim{dim}")
+    x = torch.from_numpy(make_data("fp6_e2m3")).to(device)[:64].to(torch.bfloat16)
+    for tile in TILES:
+        dim = 1 if tile.startswith("b") else 0
+        for elem in ("fp6_e2m3", "fp4_e2m1", "int8") if full else ("fp6_e2m3",):
+            if not _matches(x, elem, 32, dim, "rceil", tile=parse_tile(tile), **kw):
+                bad.append(f"packed/tile {tile}/{elem}")
+    for bs in (8, 16, 64) if full else (16,):
+        for dim in (0, 1):
+            if not _matches(x, "fp6_e3m2", bs, dim, "floor", **kw):
+                bad.append(f"packed/block {bs}/dim{dim}")
     return bad
 
 
@@ -150,6 +180,14 @@ def test_opcheck(device, dim):
     torch.library.opcheck(torch.ops.aoq.mx_cast.default, (x, "fp4_e2m1", 32, dim, "floor"))
     torch.library.opcheck(torch.ops.aoq.mx_cast.default, (x, "fp6_e2m3", 32, dim, "floor"))
     torch.library.opcheck(torch.ops.aoq.mx_qdq.default, (x, "fp8_e4m3", 32, dim, "rceil"))
+
+
+def test_packed_path_takes_bf16_only():
+    x = torch.randn(32, 64)
+    with pytest.raises(ValueError, match="packed=True takes bf16 input"):
+        k.mx_cast_triton(x, "fp4_e2m1", 32, 1, packed=True)
+    with pytest.raises(ValueError, match="packed=True takes bf16 input"):
+        k.mx_cast_triton(x.to(torch.bfloat16), "fp8_e4m3", 32, 1, packed=True, hw_fp8=True)
 
 
 def test_clear_errors():
