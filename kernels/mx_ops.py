@@ -129,18 +129,24 @@ def cast_tile(
 ) -> Tile:
     """The tile of a cast, by rule (every tile gives the same bits, so no timing autotune).
     GPU: 8192 elements per program (16 KB of bf16 in flight), 4 warps, 64 elements a thread;
-    dim 1 with two vectors of a block per thread (2 lanes share a block's scale work), dim 0
-    with 4 lanes down a block; narrower for small tensors. Interpreter: few, large programs
-    (each costs Python time). bench/mx_cast_speed.py --variants times others."""
+    which vectors of a block a thread takes by element format, from an H200 sweep at 8192 x
+    8192 bf16 (run 64635a, % of copy bandwidth): dim 1 one vector of a block per thread (4
+    lanes a block: fp8 91 %, fp6 80 %, int8 91 %, against 80 / 56 / 82 % with two), fp4 a
+    whole block (88 % against 83 %); dim 0 4 lanes down a block for fp8 (95 %), 2 for the
+    others (fp4 90 %, fp6 89 %, int8 93 %, against 80 / 83 / 92 % with 4). Narrower for
+    small tensors. Interpreter: few, large programs (each costs Python time).
+    bench/mx_cast_speed.py --variants times others."""
     r, c = shape
     interpret = interpret_enabled() if interpret is None else interpret
+    bits = elem.spec.bits
     if dim == 1:
         most = 1024 if interpret else max(1, 8192 // block_size)
         blocks = min(most, _next_pow2(max(1, r * c // block_size)))
-        pieces = max(1, min(2, block_size // vec))
+        pieces = max(1, min(4 if bits == 4 else 1, block_size // vec))
         threads = blocks * block_size // (pieces * vec)
         return Dim1Tile(blocks, pieces, max(1, min(4, threads // 32)))
-    lanes = max(1, min(4, block_size // PACK_GROUP.get(elem.spec.bits, 1)))
+    want = 4 if elem in (MXElem.FP8_E4M3, MXElem.FP8_E5M2) or interpret else 2
+    lanes = max(1, min(want, block_size // PACK_GROUP.get(bits, 1)))
     width = vec * _warp_size() // lanes
     groups = _next_pow2(-(-c // width))
     if not interpret:
@@ -150,9 +156,9 @@ def cast_tile(
     return Dim0Tile(lanes, groups, rows, 4)
 
 
-def default_tile(dim: int) -> Tile:
+def default_tile(dim: int, elem: MXElem = MXElem.FP8_E4M3) -> Tile:
     """The GPU tile of a cast at 8192 x 8192 bf16, block 32 (what the compile targets check)."""
-    return cast_tile(dim, (8192, 8192), 32, MXElem.FP8_E4M3, 8, interpret=False)
+    return cast_tile(dim, (8192, 8192), 32, elem, 8, interpret=False)
 
 
 def _next_pow2(n: int) -> int:

@@ -204,7 +204,7 @@ def mx_cast_spec(name: str, dim: int, elem: str, target: str) -> Spec:
     )
     pairs = target in ("sm90", "sm100") and not hw  # bf16x2 / u16x2 instructions (PTX 8.0)
     ce.update(PACKED=pairs, ASM=pairs)
-    tile = default_tile(dim)
+    tile = default_tile(dim, e)
     sig = {"x_ptr": "*bf16", "out_ptr": "*u8", "scale_ptr": "*u8"}
     if isinstance(tile, Dim1Tile):
         sig["NBLK"] = "i32"
