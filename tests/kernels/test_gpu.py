@@ -4,6 +4,8 @@ reference, opcheck of the CUDA implementations, strict mode, torch.compile parit
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 from aoq.kernels import act_quant as aq
 from aoq.kernels import int_act_mm as ia
 from test_interpret import CONFIGS
@@ -50,6 +52,37 @@ def test_act_quant_bit_exact_vs_cpu(dtype):
         got = aq.quantize_fp8_act_triton(xc, per_row, torch.float8_e4m3fn)
         want = aq.quantize_fp8_act(x, per_row, torch.float8_e4m3fn)
         assert all(bit_equal(g.cpu(), w) for g, w in zip(got, want, strict=True)), per_row
+
+
+@triton.jit
+def _div_kernel(x_ptr, s_ptr, o_ptr, K: tl.constexpr):
+    row = tl.program_id(0)
+    offs = row * K + tl.arange(0, K)[None, :]
+    s = tl.load(s_ptr + row + tl.arange(0, 1))
+    tl.store(o_ptr + offs, aq.div_by_row(tl.load(x_ptr + offs), s, True))
+
+
+@pytest.mark.parametrize("qmax", [127.0, 448.0])
+def test_division_by_reciprocal_is_ieee_division(qmax):
+    """The activation kernels divide by a row's scale through its reciprocal and one
+    correction (aq.div_by_row): every quotient equals CUDA's IEEE division, on 2^25 random
+    x / (amax / qmax) over amaxes 2^-60..2^60 (a quarter of them right beside the ties
+    (n + 1/2) * s that int8 rounding sees)."""
+    g = torch.Generator(device="cuda").manual_seed(0)
+    rows, k = 8192, 4096
+    amax = torch.exp2(torch.empty(rows, device="cuda").uniform_(-60, 60, generator=g))
+    amax *= torch.empty(rows, device="cuda").uniform_(1, 2, generator=g)
+    s = amax / qmax
+    x = (torch.rand(rows, k, device="cuda", generator=g) * 2 - 1) * amax[:, None]
+    n = torch.randint(-128, 127, (rows, k // 4), device="cuda", generator=g) + 0.5
+    ties = (n * s[:, None]).view(torch.int32)
+    ties += torch.randint(-2, 3, ties.shape, device="cuda", generator=g, dtype=torch.int32)
+    x[:, : k // 4] = ties.view(torch.float32)
+    got = torch.empty_like(x)
+    _div_kernel[(rows,)](x, s, got, K=k)
+    want = x / s[:, None]
+    bad = (got.view(torch.int32) != want.view(torch.int32)).sum().item()
+    assert bad == 0, f"{bad} quotients differ from IEEE division"
 
 
 @pytest.mark.parametrize("m", [1, 16, 600])
