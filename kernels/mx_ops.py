@@ -128,19 +128,20 @@ def cast_tile(
     interpret: bool | None = None,
 ) -> Tile:
     """The tile of a cast, by rule (every tile gives the same bits, so no timing autotune).
-    GPU: 8192 elements per program (16 KB of bf16 in flight), 4 warps, 64 elements a thread;
-    which vectors of a block a thread takes by element format, from an H200 sweep at 8192 x
-    8192 bf16 (run 64635a, % of copy bandwidth): dim 1 one vector of a block per thread (4
-    lanes a block: fp8 91 %, fp6 80 %, int8 91 %, against 80 / 56 / 82 % with two), fp4 a
-    whole block (88 % against 83 %); dim 0 4 lanes down a block for fp8 (95 %), 2 for the
-    others (fp4 90 %, fp6 89 %, int8 93 %, against 80 / 83 / 92 % with 4). Narrower for
-    small tensors. Interpreter: few, large programs (each costs Python time).
-    bench/mx_cast_speed.py --variants times others."""
+    GPU: 16 KB of bf16 per program, 4 warps; which vectors of a block a thread takes by
+    element format, from H200 sweeps at 8192 x 8192 bf16 (runs 64635a, b92b8a; % of copy
+    bandwidth): dim 1 one vector of a block per thread, 4 lanes a block (fp8 91 %, fp6 80 %,
+    int8 91 %, against 80 / 56 / 82 % with two), fp4 a whole block and 128 blocks a program
+    (93 % against 83 %); dim 0 4 lanes down a block for fp8 (95 %), 2 for the others (fp4
+    90 %, fp6 89 %, int8 93 %, against 80 / 83 / 92 % with 4). Narrower for small tensors.
+    Interpreter: few, large programs (each costs Python time). bench/mx_cast_speed.py
+    --variants times others."""
     r, c = shape
     interpret = interpret_enabled() if interpret is None else interpret
     bits = elem.spec.bits
     if dim == 1:
-        most = 1024 if interpret else max(1, 8192 // block_size)
+        per_program = 4096 if bits == 4 else 8192
+        most = 1024 if interpret else max(1, per_program // block_size)
         blocks = min(most, _next_pow2(max(1, r * c // block_size)))
         pieces = max(1, min(4 if bits == 4 else 1, block_size // vec))
         threads = blocks * block_size // (pieces * vec)
