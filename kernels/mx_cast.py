@@ -49,6 +49,8 @@ packed): fp8 via cvt 10.9 -> 8.8 | 25.0 -> 11.5; fp4 26.0 -> 18.9 -> 11.6 | 40.3
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import triton
 import triton.language as tl
@@ -256,11 +258,9 @@ def _has_fp8_cvt(device: torch.device) -> bool:
     """NVIDIA sm90+: Triton converts float32 to e4m3 / e5m2 in one instruction (RNE). Not
     sm89: there it goes through float16 (cvt.rn.satfinite.e4m3x2.f16x2), a double rounding
     that misrounds values just past a tie; the integer path serves sm89."""
-    return (
-        device.type == "cuda"
-        and torch.version.hip is None
-        and torch.cuda.get_device_capability(device) >= (9, 0)
-    )
+    if device.type != "cuda":
+        return False
+    return _nvidia_sm90(torch.cuda.current_device() if device.index is None else device.index)
 
 
 def _has_pair_ops(device: torch.device) -> bool:
@@ -268,6 +268,13 @@ def _has_pair_ops(device: torch.device) -> bool:
     return _has_fp8_cvt(device)
 
 
+@functools.cache
+def _nvidia_sm90(index: int) -> bool:
+    """Asked once per device: every launch asks, and eager casts are host-bound."""
+    return torch.version.hip is None and torch.cuda.get_device_capability(index) >= (9, 0)
+
+
+@functools.cache
 def _elem_constants(elem: MXElem, rule: ScaleRounding, hw_fp8: bool) -> dict[str, object]:
     """The element format as kernel constexprs (see _codes / _qdq / _shared_exp)."""
     s = elem.spec
@@ -349,7 +356,7 @@ def mx_cast_triton(
     if x.numel():
         vec = min(16 // x.element_size(), block_size)
         tile = tile or cast_tile(dim, shape, block_size, elem, vec)
-        consts = _elem_constants(elem, rule, hw)
+        consts = dict(_elem_constants(elem, rule, hw))  # a copy: the cache's stays whole
         consts.update(PACKED=pairs, ASM=asm)
         pack = 1 if qdq else PACK_GROUP.get(elem.spec.bits, 1)
         _launch(x, out, scale, dim, block_size, qdq, tile, vec, pack, consts)
