@@ -74,9 +74,19 @@ def weights(fmt: str, n: int, k: int, copies: int) -> list[tuple]:
     return out
 
 
-def variants(m: int, quick: bool, fmt: str = "") -> list[dict]:
+def variants(m: int, quick: bool, fmt: str = "", mma: bool = False) -> list[dict]:
     """Tiles x splits to time (each pair compiles once; shapes reuse the binaries). Integer
     weights at M=1 run the word GEMV (kernels/gemv.py): its tile is swept instead."""
+    if mma and fmt in ("int4", "int8", "w4a8"):
+        tiles = [
+            (bn, st, w, s)
+            for bn, st in ((64, 128), (64, 256), (128, 128), (128, 256))
+            for w, s in ((4, 3), (8, 3), (4, 4))
+        ]
+        if quick:
+            tiles = tiles[:3]
+        grid = [{"mma": t, "split": s} for t, s in itertools.product(tiles, (1, 2, 4))]
+        return grid + [{"tile": None, "split": None}]
     if m == 1 and fmt in ("int4", "int8"):
         words = [(bn, w, nw) for bn in (64, 128, 256) for w in (4, 8, 16) for nw in (4,)]
         words += [(128, 16, 8), (256, 16, 8)]
@@ -98,8 +108,10 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--formats", default="int4,int8,fp8,w4a8")
     ap.add_argument("--ms", default="1,16")
+    ap.add_argument("--mma", action="store_true", help="sweep decode_mma's tiles (int4, int8)")
     args = ap.parse_args()
-    from aoq.kernels import act_quant, configs, gemv, int_act_mm, weight_only
+    from aoq.kernels import act_quant, configs, decode_mma, gemv, int_act_mm, weight_only
+    from aoq.kernels._common import WeightFormat
 
     bw = copy_gbps()
     print(f"copy bandwidth {bw:.0f} GB/s", flush=True)
@@ -119,12 +131,12 @@ def main() -> None:
         nbytes = sum(t.numel() * t.element_size() for t in ws[0] if t is not None)
         floor = nbytes / bw / 1e3
         res = []
-        for v in variants(m, args.quick, fmt):
+        for v in variants(m, args.quick, fmt, args.mma):
             gemv.GEMV_TILE.update(real_words)
             if "words" in v:
                 bn, words, nw = v["words"]
                 gemv.GEMV_TILE.update(BLOCK_N=bn, WORDS=words, num_warps=nw)
-            elif v["tile"] is not None:
+            elif v.get("tile") is not None:
                 bn, bk, w = v["tile"]
 
                 def tile(backend, mm, int4, group_size, bn=bn, bk=bk, w=w):
@@ -140,7 +152,34 @@ def main() -> None:
                 int_act_mm.decode_tile = real_tile
             sp = v["split"]
             try:
-                if fmt == "w4a8":
+                if "mma" in v:
+                    bn, step, nw, st = v["mma"]
+                    tile = {"BLOCK_N": bn, "STEP_K": step, "num_warps": nw, "num_stages": st}
+                    wf = {"int4": WeightFormat.UINT4, "int8": WeightFormat.INT8}
+                    wf = wf.get(fmt, WeightFormat.INT4_SYM)
+
+                    def mcall(x, t, sp=sp, tile=tile, wf=wf):
+                        y = torch.empty(x.shape[0], t[0].shape[0], dtype=x.dtype, device=x.device)
+                        g = t[1].shape[-1] if t[1].dim() == 2 else 1
+                        xsc = None
+                        if wf is WeightFormat.INT4_SYM:
+                            x, xsc, _ = act_quant.quantize_int8_act_triton(x, 0, None)
+                        decode_mma.decode_mma(x, t[0], t[1], t[2], None, y, g, wf, sp,
+                                              x_scale=xsc, tile=tile)  # fmt: skip
+                        return y
+
+                    if wf is WeightFormat.INT4_SYM:
+                        xq0, xs0, _ = act_quant.quantize_int8_act_triton(xs[0], 0, None)
+                        ref = int_act_mm.int_act_mm_triton(
+                            xq0, xs0, None, ws[0][0], ws[0][1], None, None, xs[0].dtype, 0
+                        ).float()
+                    else:
+                        ref = weight_only.weight_only_mm_triton(xs[0], *ws[0], None, 0).float()
+                    err = (mcall(xs[0], ws[0]).float() - ref).abs().max() / ref.abs().max()
+                    if not err < 1e-2:
+                        raise AssertionError(f"decode_mma differs from the decode kernel: {err}")
+                    calls = [lambda x=x, t=t: mcall(x, t) for x, t in zip(xs, ws, strict=True)]
+                elif fmt == "w4a8":
 
                     def call(x, q, s, sp=sp):
                         xq, xsc, _ = act_quant.quantize_int8_act_triton(x, 0, None)

@@ -149,6 +149,27 @@ def mma(a, b, acc, UPCAST: tl.constexpr, PRECISION: tl.constexpr):
 
 
 @triton.jit
+def epilogue(acc, s_ptr, xs_ptr, b_ptr, y_ptr, offs_m, offs_n, M, N, stride_ym,
+             COL_SCALE: tl.constexpr, ROW_SCALE: tl.constexpr, STATIC: tl.constexpr,
+             HAS_BIAS: tl.constexpr):  # fmt: skip
+    """Store float32 acc [BM, BN] as y = acc * s[n] * xs[m] (xs: one scalar if STATIC) + b[n],
+    in that order (the reference's), cast to y's dtype."""
+    nmask = offs_n < N
+    mmask = offs_m < M
+    if COL_SCALE:
+        acc = acc * tl.load(s_ptr + offs_n, mask=nmask, other=0.0)[None, :]
+    if ROW_SCALE:
+        if STATIC:
+            acc = acc * tl.load(xs_ptr)
+        else:
+            acc = acc * tl.load(xs_ptr + offs_m, mask=mmask, other=0.0)[:, None]
+    if HAS_BIAS:
+        acc = acc + tl.load(b_ptr + offs_n, mask=nmask, other=0.0).to(tl.float32)[None, :]
+    y_ptrs = y_ptr + offs_m.to(tl.int64)[:, None] * stride_ym + offs_n[None, :]
+    tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=mmask[:, None] & nmask[None, :])
+
+
+@triton.jit
 def unpack_nibbles(packed):
     """uint8 [R, C] -> int32 [R, 2C]: low nibble first (aoq.formats.packing)."""
     p = packed.to(tl.int32)

@@ -28,6 +28,7 @@ from aoq.kernels._common import (
     Strategy,
     backend_of,
     check_2d,
+    epilogue,
     exact_float,
     m_bucket,
     mma,
@@ -115,15 +116,9 @@ def _int_act_mm_kernel(
     if PER_CHANNEL:
         if HAS_BIAS_INT:
             acc += bq[None, :]
-        accf = acc.to(tl.float32) * tl.load(s_ptr + offs_n, mask=nmask, other=0.0)[None, :]
-    if STATIC:
-        y = accf * tl.load(xs_ptr)
-    else:
-        y = accf * tl.load(xs_ptr + offs_m, mask=mmask, other=0.0)[:, None]
-    if HAS_BIAS:
-        y = y + tl.load(b_ptr + offs_n, mask=nmask, other=0.0).to(tl.float32)[None, :]
-    y_ptrs = y_ptr + offs_m.to(tl.int64)[:, None] * stride_ym + offs_n[None, :]
-    tl.store(y_ptrs, y.to(y_ptr.dtype.element_ty), mask=mmask[:, None] & nmask[None, :])
+        accf = acc.to(tl.float32)
+    epilogue(accf, s_ptr, xs_ptr, b_ptr, y_ptr, offs_m, offs_n, M, N, stride_ym,
+             PER_CHANNEL, True, STATIC, HAS_BIAS)  # fmt: skip
 
 
 @triton.jit

@@ -116,6 +116,21 @@ def _int_act(name: str, int4: bool, gs: int, bm: int, bn: int, bk: int, **kw: An
     return Spec(name, "int_act_mm", "_int_act_mm_kernel", sig, ce, **kw)
 
 
+def _decode_mma(name: str, wfmt: int, gs: int, step: int, target: str) -> Spec:
+    """kernels/decode_mma.py; its bf16-pair assembly is NVIDIA PTX (AMD runs the float path)."""
+    sig = {
+        "x_ptr": "*bf16", "w_ptr": "*i8" if wfmt == 0 else "*u8", "s_ptr": "*fp32",
+        "z_ptr": "*u8", "xs_ptr": "*fp32", "b_ptr": "*bf16", "y_ptr": "*bf16", "p_ptr": "*fp32",
+    }  # fmt: skip
+    sig.update({n: "i32" for n in ("M", "N", "K", "G", "K_SPLIT", "stride_xm", "stride_wn",
+                                   "stride_ym")})  # fmt: skip
+    ce = dict(
+        WFMT=wfmt, GROUP_SIZE=gs, GROUPS=step // gs, XQ=False, STATIC=False, HAS_BIAS=True,
+        SPLIT_K=4, BLOCK_N=64, BLOCK_K=step, ASM=target.startswith("sm"), UPCAST=False,
+    )  # fmt: skip
+    return Spec(name, "decode_mma", "_decode_mma_kernel", sig, ce)
+
+
 def _splitk_specs() -> list[Spec]:
     """The GEMVs (no matrix instructions) and the split-K reduction."""
     gemv_sig = {
@@ -291,6 +306,8 @@ def specs(target: str) -> list[Spec]:
         _wo("int4wo.decode", "*u8", 1, 128, 16, 64, 128),
         _wo("int4wo.prefill", "*u8", 1, 128, 128, 128, 64, warps=8),
         _wo("int8wo.decode", "*i8", 0, 0, 16, 64, 128),
+        _decode_mma("int4wo.decode_mma", 1, 128, 128, target),
+        _decode_mma("int8wo.decode_mma", 0, 16, 256, target),
         _wo("fp8wo.decode", f8, 2, 0, 16, 64, 128),
         Spec(
             "dequant.int4",

@@ -117,11 +117,12 @@ def compile_spec(spec: Spec, target: str, asm: bool = False) -> dict[str, Any]:
         fn = getattr(importlib.import_module(f"aoq.kernels.{spec.module}"), spec.fn)
         sig = {**spec.signature, **{k: "constexpr" for k in spec.constexprs}}
         # what the JIT sees at run time: 16-byte aligned pointers, strides and K/N
-        # multiples of 16 (its "divisibility" specialization of every such argument)
+        # multiples of 16 (its "divisibility" specialization of every such argument; a
+        # split-K range is a multiple of the K step, so of 16)
         attrs = {
             (i,): [["tt.divisibility", 16]]
             for i, (a, t) in enumerate(spec.signature.items())
-            if t.startswith("*") or a.startswith("stride") or a in ("K", "N")
+            if t.startswith("*") or a.startswith("stride") or a in ("K", "N", "K_SPLIT")
         }
         src = ASTSource(fn=fn, signature=sig, constexprs=dict(spec.constexprs), attrs=attrs)
         opts: dict[str, Any] = {"num_warps": spec.warps, "num_stages": spec.stages}

@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
-from aoq.kernels import gemv, splitk
+from aoq.kernels import decode_mma, gemv, splitk
 from aoq.kernels._common import (
     FLOAT_DTYPES,
     MAGIC,
@@ -27,6 +27,7 @@ from aoq.kernels._common import (
     backend_of,
     check_2d,
     dot_flags,
+    epilogue,
     exact_float,
     m_bucket,
     mma,
@@ -80,18 +81,6 @@ def _dequant_tile(
 
 
 @triton.jit
-def _epilogue(acc, s_ptr, b_ptr, y_ptr, offs_m, offs_n, M, N, stride_ym,
-              PER_CHANNEL: tl.constexpr, HAS_BIAS: tl.constexpr):  # fmt: skip
-    nmask = offs_n < N
-    if PER_CHANNEL:
-        acc = acc * tl.load(s_ptr + offs_n, mask=nmask, other=0.0)[None, :]
-    if HAS_BIAS:
-        acc = acc + tl.load(b_ptr + offs_n, mask=nmask, other=0.0).to(tl.float32)[None, :]
-    y_ptrs = y_ptr + offs_m.to(tl.int64)[:, None] * stride_ym + offs_n[None, :]
-    tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=(offs_m < M)[:, None] & nmask[None, :])
-
-
-@triton.jit
 def _weight_only_mm_kernel(
     x_ptr, w_ptr, s_ptr, z_ptr, b_ptr, y_ptr,
     M, N, K, G, stride_xm, stride_wn, stride_ym, M_KEY,
@@ -115,7 +104,8 @@ def _weight_only_mm_kernel(
         if not UPCAST:  # the interpreter keeps float32 (its downcasts do not round to even)
             w = w.to(xt.dtype)
         acc = mma(xt, tl.trans(w), acc, UPCAST, PRECISION)
-    _epilogue(acc, s_ptr, b_ptr, y_ptr, offs_m, offs_n, M, N, stride_ym, PER_CHANNEL, HAS_BIAS)
+    epilogue(acc, s_ptr, s_ptr, b_ptr, y_ptr, offs_m, offs_n, M, N, stride_ym,
+             PER_CHANNEL, False, False, HAS_BIAS)  # fmt: skip
 
 
 @triton.jit
@@ -159,8 +149,8 @@ def _weight_only_decode_kernel(
                 w = w.to(xt.dtype)
             acc = mma(xt, tl.trans(w), acc, UPCAST, PRECISION)
     if SPLIT_K == 1:
-        _epilogue(acc, s_ptr, b_ptr, y_ptr, offs_m, offs_n, M, N, stride_ym,
-                  PER_CHANNEL, HAS_BIAS)  # fmt: skip
+        epilogue(acc, s_ptr, s_ptr, b_ptr, y_ptr, offs_m, offs_n, M, N, stride_ym,
+                 PER_CHANNEL, False, False, HAS_BIAS)  # fmt: skip
     else:
         part = p_ptr + pid_k.to(tl.int64) * M * N + offs_m.to(tl.int64)[:, None] * N
         pmask = (offs_m < M)[:, None] & (offs_n < N)[None, :]
@@ -278,7 +268,11 @@ def _decode(
 ) -> None:
     """The decode kernel with a tile and split chosen from the shape (configs.decode_tile,
     splitk.split_k): no timing autotune, so every process computes the same bits. Integer
-    codes at M == 1 go to the word GEMV (gemv.py) where it serves."""
+    codes go to the matrix-unit decode (decode_mma.py) where it serves, then at M == 1 to
+    the word GEMV (gemv.py)."""
+    if decode_mma.serves(x, qdata, groups, wfmt):
+        decode_mma.decode_mma(x, qdata, scale, zero, bias, y, groups, wfmt, split)
+        return
     if gemv.gemv_words(x, qdata, scale, zero, bias, y, groups, wfmt, per_channel, split):
         return
     m, k = x.shape

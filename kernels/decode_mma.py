@@ -1,0 +1,252 @@
+"""Decode (M <= 16) weight-only linears on the matrix units, the codes dequantized to bf16
+two at a time.
+
+Why: at M = 1 the FMA GEMVs (gemv.py, weight_only.py) spend three to four instructions per
+weight (unpack, to float, zero point, FMA): int4 at K = N = 8192 is ~67 M codes, which an
+H200 (132 SMs x 128 lanes x 1.98 GHz) issues in ~8 us at full rate, the same time as the
+DRAM floor of its 34 MB, so neither hides the other (run 7a7c17: 28 us). Here the matrix
+unit does the multiply-adds (x padded to 16 rows: the MMA's minimum, free at this size) and
+the dequantization works on 32-bit registers holding two bf16 values:
+
+- int4 (``WFMT`` 1): a byte's two nibbles are the consecutive codes k = 2j, 2j + 1, i.e. one
+  bf16x2 register of the MMA's B operand. ``prmt`` spreads two bytes to the halves of a
+  word, ``lop3`` ORs each nibble into the mantissa of bf16 128.0 (0x4300: 128 + q, exact),
+  and one ``fma.rn.bf16x2`` subtracts 128 + z: q - z, an exact small integer. 1.5
+  instructions a code. The group's scale multiplies the float32 product tile after the MMA
+  (one group per K step), so the weights are never rounded: (q - z) and x are exact in
+  bf16 and the MMA accumulates their products in float32.
+- int8 (``WFMT`` 0): q ^ 0x80 placed by ``prmt`` into the mantissa of 2^23 (float32 bits
+  0x4B0000xx), one subtraction of 2^23 + 128 (exact), ``cvt.rn.bf16x2.f32`` pairs two
+  (exact: |q| <= 128). The per-channel scale multiplies the accumulator once, at the end.
+
+Under the interpreter (no inline assembly) the same values come from plain integer and
+float32 arithmetic, and the dot upcasts to float32 (the interpreter's bf16 dot is wrong).
+The low nibbles meet the even activations and the high nibbles the odd ones: x's tile is
+split in two by a reshape, so the codes are never interleaved.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+from aoq.kernels import splitk
+from aoq.kernels._common import INTERPRET, WeightFormat, backend_of, epilogue, mma
+
+from aoq.backends import Backend
+
+_INT4_ASM = tl.constexpr("""{
+.reg .b32 t0, t1, u0, u1, one;
+mov.b32 one, 0x3F803F80;
+prmt.b32 t0, $4, 0, 0x4140;
+prmt.b32 t1, $4, 0, 0x4342;
+lop3.b32 u0, t0, 0x000F000F, 0x43004300, 0xea;
+lop3.b32 u1, t1, 0x000F000F, 0x43004300, 0xea;
+fma.rn.bf16x2 $0, u0, one, $5;
+fma.rn.bf16x2 $1, u1, one, $5;
+shr.b32 t0, t0, 4;
+shr.b32 t1, t1, 4;
+lop3.b32 u0, t0, 0x000F000F, 0x43004300, 0xea;
+lop3.b32 u1, t1, 0x000F000F, 0x43004300, 0xea;
+fma.rn.bf16x2 $2, u0, one, $5;
+fma.rn.bf16x2 $3, u1, one, $5;
+}""")
+"""Four bytes ($4) -> low nibbles (two words, $0 $1) and high nibbles ($2 $3), each code
+minus 128 + z ($5: -(128 + z) in both halves)."""
+
+_INT8_ASM = tl.constexpr("""{
+.reg .b32 q, f0, f1, f2, f3;
+xor.b32 q, $2, 0x80808080;
+prmt.b32 f0, q, 0x4B000000, 0x7650;
+prmt.b32 f1, q, 0x4B000000, 0x7651;
+prmt.b32 f2, q, 0x4B000000, 0x7652;
+prmt.b32 f3, q, 0x4B000000, 0x7653;
+sub.f32 f0, f0, 0f4B000080;
+sub.f32 f1, f1, 0f4B000080;
+sub.f32 f2, f2, 0f4B000080;
+sub.f32 f3, f3, 0f4B000080;
+cvt.rn.bf16x2.f32 $0, f1, f0;
+cvt.rn.bf16x2.f32 $1, f3, f2;
+}""")
+"""Four int8 codes ($2) -> four bf16 (two words, the first code in the low half)."""
+
+
+@triton.jit
+def _int4_codes(b, z, ASM: tl.constexpr):
+    """uint8 [R, C] bytes, int32 [R] zero points -> (q_lo - z, q_hi - z) as [R, C] tensors:
+    bf16 from the assembly; float32 under the interpreter."""
+    if ASM:
+        zb = tl.broadcast_to((-128.0 - z.to(tl.float32)).to(tl.bfloat16)[:, None], b.shape)
+        lo, hi = tl.inline_asm_elementwise(
+            _INT4_ASM, "=r,=r,=r,=r,r,r,r", [b, zb], dtype=(tl.bfloat16, tl.bfloat16),
+            is_pure=True, pack=4,
+        )  # fmt: skip
+    else:
+        p = b.to(tl.int32)
+        zf = z.to(tl.float32)[:, None]
+        lo = (p & 0xF).to(tl.float32) - zf  # small integers: exact in bf16 too
+        hi = (p >> 4).to(tl.float32) - zf
+    return lo, hi
+
+
+@triton.jit
+def _int8_codes(q, ASM: tl.constexpr):
+    if ASM:
+        w = tl.inline_asm_elementwise(
+            _INT8_ASM, "=r,=r,r", [q], dtype=tl.bfloat16, is_pure=True, pack=4
+        )
+    else:
+        w = q.to(tl.float32)
+    return w
+
+
+@triton.jit
+def _decode_mma_kernel(
+    x_ptr, w_ptr, s_ptr, z_ptr, xs_ptr, b_ptr, y_ptr, p_ptr,
+    M, N, K, G, K_SPLIT, stride_xm, stride_wn, stride_ym,
+    WFMT: tl.constexpr, GROUP_SIZE: tl.constexpr, GROUPS: tl.constexpr, XQ: tl.constexpr,
+    STATIC: tl.constexpr, HAS_BIAS: tl.constexpr, SPLIT_K: tl.constexpr,
+    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, ASM: tl.constexpr, UPCAST: tl.constexpr,
+):  # fmt: skip
+    """Program (n, s): outputs [16, BLOCK_N] over K range s. int4 (WFMT 1: zero points from
+    z_ptr; 3: symmetric, q + 8 stored): GROUPS quantization groups a step; int8 (WFMT 0):
+    per-channel scales. XQ: x holds int8
+    codes (W4A8: exact in bf16, and a group's products sum exactly in float32), scaled by
+    xs per row (STATIC: one scalar) at the end. SPLIT_K > 1 stores float32 partials for
+    splitk.reduce_partials (which then applies int8's channel scale, xs and the bias)."""
+    pid_n = tl.program_id(0)
+    pid_k = tl.program_id(1)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_m = tl.arange(0, 16)
+    nmask = offs_n < N
+    mmask = offs_m < M
+    xrows = x_ptr + offs_m.to(tl.int64)[:, None] * stride_xm
+    acc = tl.zeros((16, BLOCK_N), dtype=tl.float32)
+    k_lo = pid_k * K_SPLIT
+    k_hi = tl.minimum(K, k_lo + K_SPLIT)
+    if WFMT != 0:
+        offs_g = tl.arange(0, GROUP_SIZE)
+        wrows = (
+            w_ptr
+            + offs_n.to(tl.int64)[:, None] * stride_wn
+            + tl.arange(0, GROUP_SIZE // 2)[None, :]
+        )
+        srow = offs_n.to(tl.int64) * G
+        for k0 in range(k_lo, k_hi, BLOCK_K):
+            for j in tl.static_range(GROUPS):
+                kg = k0 + j * GROUP_SIZE
+                xt = tl.load(xrows + (kg + offs_g)[None, :], mask=mmask[:, None], other=0)
+                if XQ:  # (the interpreter's int8 -> bf16 conversion is not exact)
+                    xt = xt.to(tl.float32 if UPCAST else tl.bfloat16)
+                xe, xo = tl.split(tl.reshape(xt, (16, GROUP_SIZE // 2, 2)))
+                b = tl.load(wrows + kg // 2, mask=nmask[:, None], other=0)
+                sidx = srow + kg // GROUP_SIZE
+                if WFMT == 1:
+                    zj = tl.load(z_ptr + sidx, mask=nmask, other=0)
+                else:
+                    zj = tl.full((BLOCK_N,), 8, tl.int32)
+                lo, hi = _int4_codes(b, zj, ASM)
+                if not UPCAST:
+                    lo, hi = lo.to(tl.bfloat16), hi.to(tl.bfloat16)
+                part = mma(xe, tl.trans(lo), tl.zeros((16, BLOCK_N), dtype=tl.float32), UPCAST,
+                           "ieee")  # fmt: skip
+                part = mma(xo, tl.trans(hi), part, UPCAST, "ieee")
+                acc += part * tl.load(s_ptr + sidx, mask=nmask, other=0.0)[None, :]
+    else:
+        offs_k0 = tl.arange(0, BLOCK_K)
+        wrows = w_ptr + offs_n.to(tl.int64)[:, None] * stride_wn + offs_k0[None, :]
+        for k0 in range(k_lo, k_hi, BLOCK_K):
+            xt = tl.load(xrows + (k0 + offs_k0)[None, :], mask=mmask[:, None], other=0.0)
+            q = tl.load(wrows + k0, mask=nmask[:, None], other=0)
+            w = _int8_codes(q, ASM)
+            if not UPCAST:
+                w = w.to(tl.bfloat16)
+            acc = mma(xt, tl.trans(w), acc, UPCAST, "ieee")
+    if SPLIT_K > 1:
+        part_ptrs = p_ptr + pid_k.to(tl.int64) * M * N + offs_m.to(tl.int64)[:, None] * N
+        tl.store(part_ptrs + offs_n[None, :], acc, mask=mmask[:, None] & nmask[None, :])
+    else:
+        epilogue(acc, s_ptr, xs_ptr, b_ptr, y_ptr, offs_m, offs_n, M, N, stride_ym,
+                 WFMT == 0, XQ, STATIC, HAS_BIAS)  # fmt: skip
+
+
+TILE = {
+    WeightFormat.UINT4: {"BLOCK_N": 64, "STEP_K": 128, "num_warps": 4, "num_stages": 3,
+                         "per_sm": 7},
+    WeightFormat.INT4_SYM: {"BLOCK_N": 64, "STEP_K": 256, "num_warps": 4, "num_stages": 3,
+                            "per_sm": 4},
+    WeightFormat.INT8: {"BLOCK_N": 64, "STEP_K": 256, "num_warps": 4, "num_stages": 4,
+                        "per_sm": 3},
+}  # fmt: skip
+"""Per weight format: outputs per program (BLOCK_N), K per loop step (int4: whole groups, at
+least one), warps, software-pipeline depth, and the split-K target of programs per SM
+(splitk.split_k). From bench/decode_sweep.py --mma on an H200 (M 1 and 16, K x N 8192 x 8192
+and 4096 x 14336): int4 best at 64 x 128 with 4-way split on both shapes (per_sm 7 gives
+4 at N 8192 and 14336), int8 at 64 x 256 with split 1-2."""
+
+
+def _step(k: int, gs: int, want: int) -> int:
+    """The K step: the largest power-of-two multiple of ``gs`` (int8: of 16) up to ``want``
+    that divides K (no step runs past K: only N is masked)."""
+    step = gs
+    while step * 2 <= want and k % (step * 2) == 0:
+        step *= 2
+    return step
+
+
+def serves(x: torch.Tensor, qdata: torch.Tensor, groups: int, wfmt: WeightFormat) -> bool:
+    """M <= 16 rows of bf16 activations (int8 codes for W4A8's symmetric int4), contiguous;
+    int4 groups of 32..256 (powers of two); per-channel int8 with K a multiple of 16."""
+    m, k = x.shape
+    xq = wfmt is WeightFormat.INT4_SYM
+    if x.dtype != (torch.int8 if xq else torch.bfloat16) or m > 16:
+        return False
+    if not (qdata.is_contiguous() and x.stride(1) == 1):
+        return False
+    if wfmt in (WeightFormat.UINT4, WeightFormat.INT4_SYM):
+        return k // groups in (32, 64, 128, 256) and k % groups == 0
+    return wfmt is WeightFormat.INT8 and groups == 1 and k % 16 == 0
+
+
+def decode_mma(
+    x: torch.Tensor,
+    qdata: torch.Tensor,
+    scale: torch.Tensor,
+    zero: torch.Tensor | None,
+    bias: torch.Tensor | None,
+    y: torch.Tensor,
+    groups: int,
+    wfmt: WeightFormat,
+    split: int | None,
+    x_scale: torch.Tensor | None = None,
+    tile: dict | None = None,
+) -> None:
+    """Launch the kernel (the caller checked :func:`serves`): y = x W^T (+ bias), W from
+    ``qdata`` (uint8 int4 pairs, or int8) with ``scale`` [N, groups] (and ``zero`` for
+    UINT4); INT4_SYM takes int8 ``x`` and its ``x_scale`` ([M] or [] static). ``split``
+    forces split-K; ``tile`` overrides TILE (benchmarks)."""
+    m, k = x.shape
+    n = qdata.shape[0]
+    cfg = {**TILE[wfmt], **(tile or {})}
+    bn = cfg.pop("BLOCK_N")
+    want = cfg.pop("STEP_K")
+    per_sm = cfg.pop("per_sm", 4)
+    int8 = wfmt is WeightFormat.INT8
+    gs = 16 if int8 else k // groups
+    bk = _step(k, gs, want)
+    backend = backend_of(x.device)
+    n_prog = triton.cdiv(n, bn)
+    p = splitk.plan(y, backend, n_prog, k, bk, split, per_sm=per_sm)
+    xq = x_scale is not None
+    _decode_mma_kernel[(n_prog, p.split)](
+        x, qdata, scale, zero if zero is not None else scale,
+        x_scale if xq else scale, bias if bias is not None else scale, y, p.partials,
+        m, n, k, groups, p.k_split, x.stride(0), qdata.stride(0), y.stride(0),
+        WFMT=int(wfmt), GROUP_SIZE=gs, GROUPS=bk // gs, XQ=xq,
+        STATIC=xq and x_scale.dim() == 0, HAS_BIAS=bias is not None, SPLIT_K=p.split,
+        BLOCK_N=bn, BLOCK_K=bk, ASM=backend is Backend.CUDA, UPCAST=INTERPRET, **cfg,
+    )  # fmt: skip
+    if p.split > 1:
+        splitk.reduce_partials(
+            p.partials, y, col_scale=scale if int8 else None, row_scale=x_scale, bias=bias
+        )

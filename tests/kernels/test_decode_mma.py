@@ -1,0 +1,119 @@
+"""kernels/decode_mma.py: the decode linears on the matrix units with bf16-pair dequantization.
+
+Runs under TRITON_INTERPRET=1 on CPU tensors (``make kernels-interpret``: the float path) and
+on a GPU (the inline-assembly path); the plain CPU unit run skips it. One-hot activations make
+each output one dequantized weight, (q - z) * s: those must match the reference bit for bit,
+which pins every nibble and byte to its column.
+"""
+
+import pytest
+import torch
+from aoq.kernels import decode_mma as dm
+from aoq.kernels import weight_only as wo
+from aoq.kernels._common import INTERPRET, WeightFormat
+
+from aoq.formats import affine
+from aoq.formats.packing import pack_uint4, unpack_uint4
+from aoq.testing.metrics import max_rel_error
+
+GPU = torch.cuda.is_available() and not INTERPRET
+pytestmark = pytest.mark.skipif(
+    not (INTERPRET or GPU), reason="needs TRITON_INTERPRET=1 before import, or a GPU"
+)
+DEV = "cuda" if GPU else "cpu"
+OUT = torch.bfloat16 if GPU else torch.float32  # the interpreter's kernels store float32
+
+
+def _int4(n: int, k: int, gs: int) -> tuple[torch.Tensor, ...]:
+    q, s, z = affine.quantize_uint4_asymmetric(torch.randn(n, k, device=DEV), gs)
+    return pack_uint4(q), s, z
+
+
+def _run(x, q, s, z, bias, groups, wfmt, split=None) -> torch.Tensor:
+    y = torch.empty(x.shape[0], q.shape[0], dtype=OUT, device=DEV)
+    assert dm.serves(x, q, groups, wfmt)
+    dm.decode_mma(x, q, s, z, bias, y, groups, wfmt, split)
+    return y
+
+
+@pytest.mark.parametrize("gs", [32, 64, 128, 256])
+def test_int4_one_hot_is_each_weight_exactly(gs):
+    """Row r of x is e_k for 16 columns k at a time: y[r, n] = (q[n, k] - z) * s exactly
+    (an exact product in the MMA, then one float32 multiply, as the reference does)."""
+    n, k = 72, 2 * gs
+    q, s, z = _int4(n, k, gs)
+    want = affine.dequantize_uint4_asymmetric(unpack_uint4(q), s, z).float()
+    for k0 in range(0, k, 16):
+        x = torch.zeros(16, k, dtype=torch.bfloat16, device=DEV)
+        x[torch.arange(16), k0 + torch.arange(16)] = 1.0
+        got = _run(x, q, s, z, None, k // gs, WeightFormat.UINT4).float()
+        assert torch.equal(got.T, want[:, k0 : k0 + 16].to(OUT).float()), k0
+
+
+def test_int8_one_hot_is_each_weight_exactly():
+    n, k = 40, 256
+    q, s = affine.quantize_int8_symmetric(torch.randn(n, k, device=DEV) * 3, None)
+    q[0, :4] = torch.tensor([-128, 127, 0, -1], dtype=torch.int8)
+    want = q.float() * s.reshape(-1, 1)
+    for k0 in range(0, k, 16):
+        x = torch.zeros(16, k, dtype=torch.bfloat16, device=DEV)
+        x[torch.arange(16), k0 + torch.arange(16)] = 1.0
+        got = _run(x, q, s.reshape(-1), s, None, 1, WeightFormat.INT8).float()
+        assert torch.equal(got.T, want[:, k0 : k0 + 16].to(OUT).float()), k0
+
+
+@pytest.mark.parametrize("m", [1, 3, 16])
+@pytest.mark.parametrize("split", [1, 2, 3])
+@pytest.mark.parametrize("fmt", ["int4", "int8"])
+def test_matches_reference(m, split, fmt):
+    """Random activations, unaligned N, a bias, K split in ranges (kernels/splitk.py): the
+    reference's value up to float32 summation order and bf16 rounding."""
+    n, k = 130, 1024
+    x = torch.randn(m, k, device=DEV).to(torch.bfloat16)
+    bias = torch.randn(n, device=DEV).to(torch.bfloat16)
+    if fmt == "int4":
+        q, s, z = _int4(n, k, 128)
+        groups, wfmt, zero = k // 128, WeightFormat.UINT4, z
+    else:
+        q, s = affine.quantize_int8_symmetric(torch.randn(n, k, device=DEV), None)
+        groups, wfmt, zero, z = 1, WeightFormat.INT8, s, None
+    want = wo.weight_only_mm(x.cpu(), q.cpu(), s.cpu(), None if z is None else z.cpu(),
+                             bias.cpu(), 0).float()  # fmt: skip
+    got = _run(x, q, s, zero, bias, groups, wfmt, split).float().cpu()
+    assert max_rel_error(want, got) < 4e-3  # the reference rounds to bf16 (2^-9 relative)
+
+
+@pytest.mark.parametrize("m", [1, 5])
+@pytest.mark.parametrize("static", [False, True])
+@pytest.mark.parametrize("split", [1, 2])
+def test_w4a8_group_sums_are_exact(m, static, split):
+    """W4A8 (int8 activations, symmetric int4 weights in groups of 32): each group's float32
+    sum is the exact integer of the reference's int32 accumulator, so the result is the
+    reference's up to the order of the float epilogue."""
+    from aoq.kernels import act_quant as aq
+    from aoq.kernels import int_act_mm as ia
+
+    n, k = 72, 512
+    q4, s4 = affine.quantize_int4_symmetric(torch.randn(n, k, device=DEV), 32)
+    wq = pack_uint4(q4 + 8)
+    xq, xs, _ = aq.quantize_int8_act(torch.randn(m, k), 2 if static else 0, torch.tensor(0.03))
+    xq, xs = xq.to(DEV), xs.to(DEV)
+    bias = torch.randn(n, device=DEV)
+    want = ia.int_act_mm(xq.cpu(), xs.cpu(), None, wq.cpu(), s4.cpu(), bias.cpu(), None,
+                         torch.float32, 0)  # fmt: skip
+    y = torch.empty(m, n, device=DEV)
+    assert dm.serves(xq, wq, k // 32, WeightFormat.INT4_SYM)
+    dm.decode_mma(xq, wq, s4, None, bias, y, k // 32, WeightFormat.INT4_SYM, split, x_scale=xs)
+    assert max_rel_error(want, y.cpu()) < 1e-6
+
+
+def test_serves_only_what_it_computes():
+    x = torch.zeros(1, 256, dtype=torch.bfloat16, device=DEV)
+    q, _, _ = _int4(8, 256, 128)
+    assert dm.serves(x, q, 2, WeightFormat.UINT4)
+    assert not dm.serves(x.float(), q, 2, WeightFormat.UINT4)  # bf16 activations only
+    assert not dm.serves(torch.zeros(17, 256, dtype=torch.bfloat16, device=DEV), q, 2,
+                         WeightFormat.UINT4)  # fmt: skip
+    assert not dm.serves(x, q, 16, WeightFormat.UINT4)  # groups of 16
+    q8 = torch.zeros(8, 256, dtype=torch.int8, device=DEV)
+    assert not dm.serves(x, q8, 2, WeightFormat.INT8)  # groupwise int8
