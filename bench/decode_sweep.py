@@ -80,12 +80,12 @@ def variants(m: int, quick: bool, fmt: str = "", mma: bool = False) -> list[dict
     if mma and fmt in ("int4", "int8", "w4a8"):
         tiles = [
             (bn, st, w, s)
-            for bn, st in ((64, 128), (64, 256), (128, 128), (128, 256))
-            for w, s in ((4, 3), (8, 3), (4, 4))
+            for bn, st in ((64, 128), (64, 256), (128, 128), (32, 128))
+            for w, s in ((4, 3), (4, 4), (2, 3))
         ]
         if quick:
             tiles = tiles[:3]
-        grid = [{"mma": t, "split": s} for t, s in itertools.product(tiles, (1, 2, 4))]
+        grid = [{"mma": t, "split": s} for t, s in itertools.product(tiles, (1, 2, 4, 8))]
         return grid + [{"tile": None, "split": None}]
     if m == 1 and fmt in ("int4", "int8"):
         words = [(bn, w, nw) for bn in (64, 128, 256) for w in (4, 8, 16) for nw in (4,)]
@@ -207,7 +207,7 @@ def main() -> None:
         rule = next((t for t, v in res if v.get("tile", 0) is None), float("nan"))
         head = f"{fmt:5} M{m:<3} K{k} N{n}: bf16 {bf16:6.1f}us floor {floor:5.1f}us"
         print(f"{head} | rule {rule:6.1f}us x{bf16 / rule:.2f} roof {floor / rule:.0%}")
-        for t, v in res[:4]:
+        for t, v in res[: 8 if args.mma else 4]:
             print(f"      {t:6.1f}us x{bf16 / t:.2f} roof {floor / t:.0%} {v}", flush=True)
         del ws, xs
         torch.cuda.empty_cache()
