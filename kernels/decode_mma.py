@@ -12,9 +12,9 @@ the dequantization works on 32-bit registers holding two bf16 values:
   bf16x2 register of the MMA's B operand. ``prmt`` spreads two bytes to the halves of a
   word, ``lop3`` ORs each nibble into the mantissa of bf16 128.0 (0x4300: 128 + q, exact),
   and one ``fma.rn.bf16x2`` subtracts 128 + z: q - z, an exact small integer. 1.5
-  instructions a code. The group's scale multiplies the float32 product tile after the MMA
-  (one group per K step), so the weights are never rounded: (q - z) and x are exact in
-  bf16 and the MMA accumulates their products in float32.
+  instructions a code. Each group's scale multiplies that group's float32 product tile
+  after its MMA, so the weights are never rounded: (q - z) and x are exact in bf16 and the
+  MMA accumulates their products in float32.
 - int8 (``WFMT`` 0): q ^ 0x80 placed by ``prmt`` into the mantissa of 2^23 (float32 bits
   0x4B0000xx), one subtraction of 2^23 + 128 (exact), ``cvt.rn.bf16x2.f32`` pairs two
   (exact: |q| <= 128). The per-channel scale multiplies the accumulator once, at the end.
