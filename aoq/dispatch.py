@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from aoq import plans
 from aoq.backends import Backend, Platform, platform_of
 
 
@@ -340,30 +341,58 @@ def select(
 def run_linear(
     scheme: Scheme, config: str, x: torch.Tensor, weight: Any, bias: Any
 ) -> torch.Tensor:
-    """Run ``y = x @ weightᵀ + bias`` for 2-D x through the table, recording provenance."""
+    """Run ``y = x @ weightᵀ + bias`` for 2-D x through the table, recording provenance.
+    Eager decode calls replay their recorded launches where aoq/plans.py holds a plan."""
+    compiling = torch.compiler.is_compiling()
+    # plans replay real launches: not for the fake / functional tensors AOT autograd passes
+    # (is_compiling() is False there), nor under the slowdown knob
+    planned = not compiling and type(x) is torch.Tensor and not _SLOWDOWN
+    if planned:
+        plan = plans.lookup(weight, x, bias, len(_IMPLS))
+        if plan is not None:
+            _record(config, x, weight, *plan.selection)
+            return plan(x)
     impl, fallback, reason, platform = select(scheme, x, weight, bias)
     if fallback and strict_enabled():
         raise FallbackError(
             f"{config}: {scheme.value} on {platform} fell back to {impl.name} ({reason})"
         )
-    if not torch.compiler.is_compiling():
-        trace = _TRACE.get()
-        if trace is not None:
-            m, k = x.shape
-            trace.records.append(
-                KernelRecord(
-                    module=trace.current_module(),
-                    config=config,
-                    kernel=impl.name,
-                    backend=platform.backend.value,
-                    arch=platform.arch,
-                    fallback=fallback,
-                    reason=reason,
-                    shape=(m, k, weight.shape[0]),
-                    dtype=str(x.dtype).removeprefix("torch."),
-                )
+    if compiling:
+        return _run_kernel(impl, x, weight, bias)
+    _record(config, x, weight, impl, fallback, reason, platform)
+    if fallback or not planned:
+        return _run_kernel(impl, x, weight, bias)
+    selection = (impl, fallback, reason, platform)
+    return plans.run(
+        weight, x, bias, selection, len(_IMPLS), lambda: _run_kernel(impl, x, weight, bias)
+    )
+
+
+def _record(
+    config: str,
+    x: torch.Tensor,
+    weight: Any,
+    impl: KernelImpl,
+    fallback: bool,
+    reason: str | None,
+    platform: Platform,
+) -> None:
+    trace = _TRACE.get()
+    if trace is not None:
+        m, k = x.shape
+        trace.records.append(
+            KernelRecord(
+                module=trace.current_module(),
+                config=config,
+                kernel=impl.name,
+                backend=platform.backend.value,
+                arch=platform.arch,
+                fallback=fallback,
+                reason=reason,
+                shape=(m, k, weight.shape[0]),
+                dtype=str(x.dtype).removeprefix("torch."),
             )
-    return _run_kernel(impl, x, weight, bias)
+        )
 
 
 def parse_slowdown(value: str) -> tuple[tuple[str, int], ...]:
@@ -382,14 +411,15 @@ def parse_slowdown(value: str) -> tuple[tuple[str, int], ...]:
     return tuple(rules)
 
 
+_SLOWDOWN = parse_slowdown(os.environ.get("AOQ_TEST_SLOWDOWN", ""))
+
+
 def _run_kernel(
     impl: KernelImpl,
     x: torch.Tensor,
     weight: Any,
     bias: Any,
-    _slowdown: tuple[tuple[str, int], ...] = parse_slowdown(
-        os.environ.get("AOQ_TEST_SLOWDOWN", "")
-    ),
+    _slowdown: tuple[tuple[str, int], ...] = _SLOWDOWN,
 ) -> torch.Tensor:
     """Run the chosen kernel.
 

@@ -4,8 +4,8 @@ step and aoq's host overhead. Configs and dtypes come from the matrix source
 
 Linear shapes are the projections of real LLMs: (K, N) in 4096x4096 (attention, 8B models),
 4096x14336 and 14336x4096 (the Llama-3-8B MLP up/down), 8192x8192 (70B-class attention), at
-decode M = 1, 4, 16 and prefill M = 2048, 8192. Every config runs in bf16 at every shape;
-fp16 and fp32 run the same kernels with another element type, so they are timed at one decode
+decode M = 1, 4, 16 and prefill M = 2048, 4096. Every config runs in bf16 at every shape; fp16
+and fp32 run the same kernels with another element type, so they are timed at one decode
 and one prefill shape only (``OTHER_DTYPE_SHAPES``), which keeps a full GPU run within one
 10-minute call. CPUs take the same (K, N) families at decode M plus a short prefill (M=128:
 emulated formats run the reference math there, seconds per call at M=2048); ``quick`` is a
@@ -32,7 +32,7 @@ from aoq.testing.matrix import DTYPES, GPU_BACKENDS
 
 DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
 GPU_KN = ((4096, 4096), (4096, 14336), (14336, 4096), (8192, 8192))
-GPU_M = (1, 4, 16, 2048, 8192)
+GPU_M = (1, 4, 16, 2048, 4096)
 CPU_KN = ((4096, 4096), (4096, 14336))
 CPU_M = (1, 4, 16, 128)
 QUICK_GPU = ((1, 4096, 4096), (2048, 4096, 4096))

@@ -33,6 +33,7 @@ from aoq.kernels._common import (
     out_dtype_for,
     rne,
 )
+from aoq.kernels._launch import launch
 
 from aoq.formats import affine, float8
 
@@ -141,8 +142,10 @@ def _act_quant_kernel(
             tl.store(q_rows + offs_k[None, :], _codes(x, s, z, q_dtype, MODE, QMAX), mask=mask)
     if not GIVEN:
         tl.store(s_ptr + offs_m, s, mask=mmask)
-        if MODE == 1:
-            tl.store(z_ptr + offs_m, z.to(tl.int32), mask=mmask)
+    elif MODE == 2 and tl.program_id(0) == 0:  # static int8: the scale, copied (never an alias)
+        tl.store(s_ptr, tl.load(given_ptr))
+    if MODE != 3:  # int8: every row's zero point (0 unless asymmetric), so no zeroed buffer
+        tl.store(z_ptr + offs_m, z.to(tl.int32), mask=mmask)
 
 
 @triton.jit
@@ -179,19 +182,21 @@ def quantize_int8_act_triton(
     m, k = x.shape
     amode = ActMode(mode)
     q = torch.empty((m, k), dtype=torch.int8, device=x.device)
-    zero = torch.zeros(m, dtype=torch.int32, device=x.device)
-    if amode is ActMode.INT8_STATIC:
-        if act_scale is None or act_scale.numel() != 1:
-            raise ValueError("static int8 activations need a one-element float32 act_scale")
-        scale = act_scale.reshape(()).to(torch.float32, copy=True)  # never an alias
-    else:
-        scale = torch.empty(m, dtype=torch.float32, device=x.device)
+    zero = torch.empty(m, dtype=torch.int32, device=x.device)  # the kernel writes every row's
+    static = amode is ActMode.INT8_STATIC
+    if static and (act_scale is None or act_scale.numel() != 1):
+        raise ValueError("static int8 activations need a one-element float32 act_scale")
+    given = act_scale.to(torch.float32) if static else None  # type: ignore[union-attr]
+    # static: a 0-d copy of act_scale (written by the kernel; never an alias)
+    scale = torch.empty(() if static else m, dtype=torch.float32, device=x.device)
     if m == 0 or k == 0:
-        return q, scale, zero
+        if given is not None:
+            scale.copy_(given.reshape(()))
+        return q, scale, zero.zero_()
     bm, bk, warps = _blocks(m, k)
-    _act_quant_kernel[(triton.cdiv(m, bm),)](
-        x, q, scale, zero, scale, m, k, x.stride(0), q.stride(0),
-        MODE=int(amode), GIVEN=amode is ActMode.INT8_STATIC, QMAX=127.0,
+    launch(_act_quant_kernel, (triton.cdiv(m, bm),),
+        x, q, scale, zero, given if given is not None else scale, m, k, x.stride(0), q.stride(0),
+        MODE=int(amode), GIVEN=static, QMAX=127.0,
         BLOCK_M=bm, BLOCK_K=bk, ONE_TILE=k <= bk, num_warps=warps,
     )  # fmt: skip
     return q, scale, zero
@@ -211,7 +216,7 @@ def quantize_fp8_act_triton(
     if per_row:
         scale = torch.empty((m, 1), dtype=torch.float32, device=x.device)
         if m and k:
-            _act_quant_kernel[grid](
+            launch(_act_quant_kernel, grid,
                 x, q, scale, scale, scale, m, k, x.stride(0), q.stride(0),
                 MODE=int(ActMode.FP8), GIVEN=False, QMAX=fmax,
                 BLOCK_M=bm, BLOCK_K=bk, ONE_TILE=k <= bk, num_warps=warps,
@@ -221,11 +226,12 @@ def quantize_fp8_act_triton(
         return q.to(fp8_dtype), scale
     amax = torch.zeros(max(m, 1), dtype=torch.float32, device=x.device)
     if m and k:
-        _row_amax_kernel[grid](x, amax, m, k, x.stride(0), BLOCK_M=bm, BLOCK_K=bk, num_warps=warps)
+        launch(_row_amax_kernel, grid, x, amax, m, k, x.stride(0),
+               BLOCK_M=bm, BLOCK_K=bk, num_warps=warps)  # fmt: skip
     # a device-side IEEE division (torch.full is a kernel, so CUDA graphs can capture it)
     scale = torch.clamp(amax.amax().reshape(1) / torch.full_like(amax[:1], fmax), min=TINY)
     if m and k:
-        _act_quant_kernel[grid](
+        launch(_act_quant_kernel, grid,
             x, q, scale, scale, scale, m, k, x.stride(0), q.stride(0),
             MODE=int(ActMode.FP8), GIVEN=True, QMAX=fmax,
             BLOCK_M=bm, BLOCK_K=bk, ONE_TILE=k <= bk, num_warps=warps,

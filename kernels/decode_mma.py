@@ -32,6 +32,7 @@ import triton
 import triton.language as tl
 from aoq.kernels import splitk
 from aoq.kernels._common import INTERPRET, WeightFormat, backend_of, epilogue, mma
+from aoq.kernels._launch import launch
 
 from aoq.backends import Backend
 
@@ -243,13 +244,14 @@ def decode_mma(
     n_prog = triton.cdiv(n, bn)
     p = splitk.plan(y, backend, n_prog, k, bk, split, per_sm=per_sm)
     xq = x_scale is not None
-    _decode_mma_kernel[(n_prog, p.split)](
+    launch(_decode_mma_kernel, (n_prog, p.split),
         x, qdata, scale, zero if zero is not None else scale,
         x_scale if xq else scale, bias if bias is not None else scale, y, p.partials,
         m, n, k, groups, p.k_split, x.stride(0), qdata.stride(0), y.stride(0),
         WFMT=int(wfmt), GROUP_SIZE=gs, GROUPS=bk // gs, XQ=xq,
-        STATIC=xq and x_scale.dim() == 0, HAS_BIAS=bias is not None, SPLIT_K=p.split,
-        BLOCK_N=bn, BLOCK_K=bk, ASM=backend is Backend.CUDA, UPCAST=INTERPRET, **cfg,
+        STATIC=x_scale is not None and x_scale.dim() == 0, HAS_BIAS=bias is not None,
+        SPLIT_K=p.split, BLOCK_N=bn, BLOCK_K=bk, ASM=backend is Backend.CUDA, UPCAST=INTERPRET,
+        **cfg,
     )  # fmt: skip
     if p.split > 1:
         splitk.reduce_partials(

@@ -27,6 +27,7 @@ from aoq.kernels._common import (
     m_bucket,
     out_dtype_for,
 )
+from aoq.kernels._launch import launch
 from aoq.kernels.configs import autotune, mm_configs
 
 from aoq.formats import float8
@@ -123,7 +124,7 @@ def fp8_mm_triton(
     def grid(meta: dict) -> tuple[int, int]:
         return (triton.cdiv(n, meta["BLOCK_N"]), triton.cdiv(m, meta["BLOCK_M"]))
 
-    _tuned(Strategy(strategy), xq.device)[grid](  # type: ignore[index]
+    launch(_tuned(Strategy(strategy), xq.device), grid,
         xq, xs, wq, ws, bias if bias is not None else ws, y,
         m, n, k, xq.stride(0), wq.stride(0), y.stride(0), m_bucket(m),
         X_ROW=xs.dim() == 2, W_ROW=ws.dim() == 2,

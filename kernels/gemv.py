@@ -21,6 +21,7 @@ import triton
 import triton.language as tl
 from aoq.kernels import splitk
 from aoq.kernels._common import MAGIC, WeightFormat, backend_of
+from aoq.kernels._launch import launch
 
 GEMV_TILE = {"BLOCK_N": 128, "WORDS": 16, "num_warps": 4}
 """Rows per program, 32-bit words per row per loop step (16 words: 128 int4 codes, 64 bytes a
@@ -132,7 +133,7 @@ def gemv_words(
     block_k = words * codes
     p = splitk.plan(y, backend, n_prog, k, block_k, split, per_sm=16)
     w32 = qdata.view(torch.uint32)
-    _gemv_words_kernel[(n_prog, p.split)](
+    launch(_gemv_words_kernel, (n_prog, p.split),
         x, w32, scale, zero, bias if bias is not None else scale, y, p.partials,
         n, k, groups, p.k_split, w32.stride(0),
         INT4=int4, GROUP_SIZE=gs, PER_CHANNEL=per_channel, HAS_BIAS=bias is not None,

@@ -35,6 +35,7 @@ from aoq.kernels._common import (
     out_dtype_for,
     unpack_nibbles,
 )
+from aoq.kernels._launch import launch
 from aoq.kernels.configs import autotune, decode_tile, fit_group, mm_configs
 
 from aoq.formats import linear as ref
@@ -243,7 +244,7 @@ def int_act_mm_triton(
         n_prog = triton.cdiv(n, GEMV_BLOCK_N)
         p = splitk.plan(y, backend, n_prog, k, gs, split, per_sm=16)
         flags.pop("INT4"), flags.pop("PER_CHANNEL"), flags.pop("UPCAST"), flags.pop("PRECISION")
-        _w4a8_gemv_kernel[(n_prog, p.split)](
+        launch(_w4a8_gemv_kernel, (n_prog, p.split),
             *args, y, p.partials, n, k, groups, p.k_split, SPLIT_K=p.split, BLOCK_N=GEMV_BLOCK_N,
             num_warps=4, **flags,
         )  # fmt: skip
@@ -258,7 +259,7 @@ def int_act_mm_triton(
         align = cfg["BLOCK_K"] if per_channel else max(cfg["BLOCK_K"], gs)
         part_dtype = torch.int32 if per_channel else torch.float32
         p = splitk.plan(y, backend, n_prog, k, align, split, part_dtype=part_dtype)
-        _int_act_mm_kernel[(n_prog, 1, p.split)](
+        launch(_int_act_mm_kernel, (n_prog, 1, p.split),
             *args, y, p.partials, m, n, k, groups, p.k_split, xq.stride(0), wq.stride(0),
             y.stride(0), m_bucket(m), SPLIT_K=p.split, **flags, **cfg,
         )  # fmt: skip
@@ -272,7 +273,7 @@ def int_act_mm_triton(
     def grid(meta: dict) -> tuple[int, int, int]:
         return (triton.cdiv(n, meta["BLOCK_N"]), triton.cdiv(m, meta["BLOCK_M"]), 1)
 
-    _tuned(Strategy(strategy), xq.device, 0 if per_channel else gs)[grid](  # type: ignore[index]
+    launch(_tuned(Strategy(strategy), xq.device, 0 if per_channel else gs), grid,
         *args, y, y, m, n, k, groups, k, xq.stride(0), wq.stride(0), y.stride(0), m_bucket(m),
         SPLIT_K=1, **flags,
     )  # fmt: skip

@@ -57,6 +57,7 @@ import triton.language as tl
 from aoq.kernels import mx_packed as pk
 from aoq.kernels import mx_steps as st
 from aoq.kernels._common import INTERPRET, out_dtype_for
+from aoq.kernels._launch import launch
 from aoq.kernels.mx_ops import (
     PACK_GROUP,
     Dim0Tile,
@@ -372,7 +373,7 @@ def _launch(
         if not isinstance(tile, Dim1Tile) or block % (tile.pieces * pack):
             raise ValueError(f"tile {tile.label} does not fit dim 1 with block_size {block}")
         nblk = r * c // block
-        _mx_cast_dim1_kernel[(triton.cdiv(nblk, tile.blocks),)](
+        launch(_mx_cast_dim1_kernel, (triton.cdiv(nblk, tile.blocks),),
             x, out, scale, nblk,
             QDQ=qdq, BLOCK=block, NB=tile.blocks, H=tile.pieces, VEC=min(vec, block // tile.pieces),
             EVEN=nblk % tile.blocks == 0, PACK=pack, num_warps=tile.warps, **consts,
@@ -386,7 +387,7 @@ def _launch(
     warp = _warp_size()
     tile_c = tile.groups * vec * (warp // tile.lanes)
     nct, nbr = triton.cdiv(c, tile_c), r // block
-    _mx_cast_dim0_kernel[(nct * triton.cdiv(nbr, tile.rows),)](
+    launch(_mx_cast_dim0_kernel, (nct * triton.cdiv(nbr, tile.rows),),
         x, out, scale, c, nbr, nct, x.stride(0), out.stride(0), scale.stride(0),
         QDQ=qdq, BLOCK=block, LANES=tile.lanes, CG=tile.groups, RB=tile.rows, WARP=warp,
         VEC=vec, EVEN=c % tile_c == 0 and nbr % tile.rows == 0, PACK=pack,

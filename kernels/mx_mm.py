@@ -35,6 +35,7 @@ import torch
 import triton
 import triton.language as tl
 from aoq.kernels._common import FLOAT_DTYPES, INTERPRET, out_dtype_for
+from aoq.kernels._launch import launch
 from torch import Tensor
 
 from aoq.formats.mx import MXElem, mx_dequantize, parse_choice, unpack_mx_codes
@@ -176,7 +177,7 @@ def mx_mm_triton(
     if m and n:
         bm, bn, bk = (32, 32, 64) if INTERPRET else (128, 128, 128)
         grid = (triton.cdiv(n, bn), triton.cdiv(m, bm))
-        _mx_mm_kernel[grid](
+        launch(_mx_mm_kernel, grid,
             a, a_scale, b, b_scale, y, m, n, k,
             a.stride(0), a.stride(1), a_scale.stride(0), a_scale.stride(1),
             b.stride(0), b.stride(1), b_scale.stride(0), b_scale.stride(1), y.stride(0),

@@ -19,12 +19,13 @@ a per-row activation scale, the bias, the cast to the output dtype.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
+from typing import NamedTuple
 
 import torch
 import triton
 import triton.language as tl
+from aoq.kernels._launch import launch
 
 from aoq.backends import Backend
 
@@ -63,8 +64,7 @@ def split_k(
     return split
 
 
-@dataclasses.dataclass(frozen=True)
-class Plan:
+class Plan(NamedTuple):
     """How a decode launch splits K: ``split`` ranges of ``k_split`` (a multiple of the
     alignment), and where the partials go (``partials`` is ``y`` itself when split == 1)."""
 
@@ -85,12 +85,26 @@ def plan(
 ) -> Plan:
     """The split for an [M, N] output ``y`` (``forced``: a test's choice), its range length,
     and a [split, M, N] partials buffer when split > 1."""
-    split = forced or split_k(backend, y.device, n_programs, k, k_align, per_sm)
-    k_split = k_per_split(k, split, k_align)
-    split = triton.cdiv(k, k_split)
+    split, k_split = _ranges(backend, y.device, n_programs, k, k_align, forced, per_sm)
     m, n = y.shape
     part = torch.empty((split, m, n), dtype=part_dtype, device=y.device) if split > 1 else y
     return Plan(split, k_split, part)
+
+
+@functools.lru_cache(maxsize=4096)
+def _ranges(
+    backend: Backend,
+    device: torch.device,
+    n_programs: int,
+    k: int,
+    k_align: int,
+    forced: int | None,
+    per_sm: int,
+) -> tuple[int, int]:
+    """(split, k_split), from the shape alone: computed once per shape (host time per call)."""
+    split = forced or split_k(backend, device, n_programs, k, k_align, per_sm)
+    k_split = k_per_split(k, split, k_align)
+    return triton.cdiv(k, k_split), k_split
 
 
 def k_per_split(k: int, split: int, k_align: int) -> int:
@@ -145,7 +159,7 @@ def reduce_partials(
 
     static = row_scale is not None and row_scale.dim() == 0
     block_n = 512
-    _reduce_kernel[(triton.cdiv(n, block_n), m)](
+    launch(_reduce_kernel, (triton.cdiv(n, block_n), m),
         partials, opt(bias_int), opt(col_scale), opt(row_scale), opt(bias), y, m, n, y.stride(0),
         SPLIT_K=split, HAS_BIAS_INT=bias_int is not None, COL_SCALE=col_scale is not None,
         ROW_SCALE=row_scale is not None, STATIC_ROW=static, HAS_BIAS=bias is not None,

@@ -34,6 +34,7 @@ from aoq.kernels._common import (
     out_dtype_for,
     unpack_nibbles,
 )
+from aoq.kernels._launch import launch
 from aoq.kernels.configs import autotune, decode_tile, mm_configs
 
 from aoq.formats import affine, float8
@@ -243,7 +244,7 @@ def weight_only_mm_triton(
     def grid(meta: dict) -> tuple[int, int]:
         return (triton.cdiv(n, meta["BLOCK_N"]), triton.cdiv(m, meta["BLOCK_M"]))
 
-    _tuned(x.device)[grid](  # type: ignore[index]
+    launch(_tuned(x.device), grid,
         x, qdata, scale_c, z, b, y,
         m, n, k, groups, x.stride(0), qdata.stride(0), y.stride(0), m_bucket(m),
         WFMT=int(wfmt), GROUP_SIZE=k // groups, PER_CHANNEL=per_channel,
@@ -283,7 +284,7 @@ def _decode(
     bn, bk = cfg["BLOCK_N"], cfg["BLOCK_K"]
     n_prog = triton.cdiv(n, bn)
     p = splitk.plan(y, backend, n_prog, k, bk, split, per_sm=16 if m == 1 else 8)
-    _weight_only_decode_kernel[(n_prog, p.split)](
+    launch(_weight_only_decode_kernel, (n_prog, p.split),
         x, qdata, scale, zero, bias if bias is not None else scale, y, p.partials,
         m, n, k, groups, p.k_split, x.stride(0), qdata.stride(0), y.stride(0),
         WFMT=int(wfmt), GROUP_SIZE=gs, PER_CHANNEL=per_channel, HAS_BIAS=bias is not None,
@@ -308,7 +309,7 @@ def dequantize_weight_triton(
     scale_c = scale.contiguous()
     z = zero.contiguous() if zero is not None else scale_c
     grid = (triton.cdiv(n, bn), triton.cdiv(k, bk))
-    _dequantize_kernel[grid](
+    launch(_dequantize_kernel, grid,
         qdata, scale_c, z, out, n, k, groups, qdata.stride(0),
         WFMT=int(wfmt), GROUP_SIZE=k // groups, BLOCK_N=bn, BLOCK_K=bk, num_warps=4,
     )  # fmt: skip

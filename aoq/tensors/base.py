@@ -86,6 +86,7 @@ class AoqTensor(torch.Tensor):
         for name, value in parts.items():
             setattr(self, name, value)
         self._derived: dict[str, torch.Tensor] | None = None
+        self._size = tuple(shape)  # self.shape goes through __torch_function__: ~1 µs a read
 
     # -- parts ------------------------------------------------------------------------------
 
@@ -248,11 +249,13 @@ class QuantizedWeight(AoqTensor):
         """F.linear(x, self, bias) for x [..., K] of any leading dims (M = 0 included)."""
         from aoq import dispatch  # dispatch sits beside tensors; imported late to keep it light
 
-        n, k = self.shape
+        n, k = self._size
         if x.shape[-1] != k:
             raise ValueError(
                 f"linear: input has {x.shape[-1]} features, weight {self.config_id} expects {k}"
             )
+        if x.dim() == 2 and x.is_contiguous():  # the decode call: no reshapes (host time)
+            return dispatch.run_linear(self.scheme, self.config_id, x, self, bias)
         x2 = x.reshape(-1, k).contiguous()  # results never depend on the input's layout
         y = dispatch.run_linear(self.scheme, self.config_id, x2, self, bias)
         return y.reshape(*x.shape[:-1], n)

@@ -106,7 +106,7 @@ class Int4Tensor(QuantizedWeight):
 
     @property
     def group_size(self) -> int:
-        return self.shape[1] // self.scale.shape[-1]
+        return self._size[1] // self.scale.shape[-1]
 
     def codes(self) -> torch.Tensor:
         """Unpacked codes [N, K]: uint8 in [0, 15] (asymmetric) or int8 in [-8, 7] (symmetric)."""

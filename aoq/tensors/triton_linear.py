@@ -237,7 +237,7 @@ def _scaled_mm_check(x: torch.Tensor, w: Float8Tensor, bias: Any) -> str | None:
     why = _fp8_check(x, w, bias)
     if why is None and x.device.type != "cuda":
         why = "torch._scaled_mm serves GPU tensors only"
-    n, k = w.shape
+    n, k = w._size
     if why is None and (k % 16 or n % 16):
         why = f"K={k}, N={n}: torch._scaled_mm needs multiples of 16"
     if why is None and x.dtype == torch.float32:

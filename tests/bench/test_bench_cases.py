@@ -20,7 +20,7 @@ def test_gpu_matrix_is_every_config_at_every_llm_shape():
     cells = [c for c in cases.linear_cases("cuda", quick=False) if c.side == "aoq"]
     ids = config_ids(inference_configs())
     bf16 = [c for c in cells if c.dtype_name == "bf16"]
-    assert {c.shape.m for c in bf16} == {1, 4, 16, 2048, 8192}
+    assert {c.shape.m for c in bf16} == {1, 4, 16, 2048, 4096}
     assert {(c.shape.k, c.shape.n) for c in bf16} == set(cases.GPU_KN)
     assert len(bf16) == len(ids) * 20
     others = [c for c in cells if c.dtype_name != "bf16"]

@@ -1,0 +1,220 @@
+"""Eager decode plans: a quantized linear's launches, recorded once per call shape, replayed.
+
+An eager decode step is host bound. On an H200 host a bf16 ``F.linear`` at M=1 costs ~9 µs
+of Python and launch time, an int4 weight-only linear through dispatch, the kernel entry, the
+launcher and two Triton launches ~55 µs, while the GPU needs a few µs for a 1024 x 1024 layer
+(bench/host_profile.py). A plan is what one call did on the device: its launches through
+``kernels/_launch.launch`` (compiled kernel, grid, arguments) and the buffers they wrote.
+Replaying it costs one allocation per buffer and one C launch per kernel.
+
+Keys, per weight: (M, dtype, device, the input's 16-byte alignment, the bias object), for
+eager calls (never under torch.compile) with M <= MAX_M. The first call of a key runs the
+normal path (it may compile or autotune); the second runs it again while recording; later
+calls replay. A recording becomes a plan only if the call was nothing but launches through
+``launch`` and fresh ``torch.empty`` buffers. Anything else refuses it, and that key keeps
+the normal path for good (``explain(weight)`` says why): another aten op (a fill, a copy, a
+BLAS matmul, a reference path), a launch Triton had to make itself (interpreter, launch
+hooks, hooked kernels), a launch argument that is neither the input, a fresh buffer nor one
+of the weight's or the bias's own tensors, a result that is not a fresh buffer. So a plan
+replays exactly what the normal path would run, on the current stream (CUDA-graph capture
+included), with its own fresh buffers every call.
+
+No plans when the selection is a fallback (strict mode must see it every call), when
+``AOQ_TEST_SLOWDOWN`` is set, or with ``AOQ_PLANS=0`` (read at import). Plans are dropped
+when the weight's tensors are replaced (``copy_`` keeps them: same buffers, new values) or the
+kernel table gains a kernel.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+try:
+    from aoq.kernels import _launch
+except ImportError:  # no triton: nothing to plan
+    _launch = None  # type: ignore[assignment]
+
+MAX_M = 16
+"""Plans serve decode shapes; at larger M the host time is a small part of the call."""
+MAX_PLANS = 64
+"""Keys kept per weight (dtypes x M x bias objects); a full cache is cleared."""
+ENABLED = os.environ.get("AOQ_PLANS", "1") != "0" and _launch is not None and _launch.ENABLED
+_ALLOCATIONS = (torch.ops.aten.empty.memory_format, torch.ops.aten.empty_strided.default)
+_ALIASES = (torch.ops.aten.detach.default, torch.ops.aten.alias.default)
+_SEEN = "seen once"
+
+
+class Plan:
+    """A recorded call: ``buffers`` (shape, stride, dtype) to allocate, then ``launches`` of
+    (bound kernel, grid, argument template, [(position, buffer index)]); buffer 0 is the input;
+    ``out`` is the index of the result. ``impl``, ``fallback``, ``reason``, ``platform``:
+    the selection, for provenance records."""
+
+    __slots__ = (
+        "buffers",
+        "launches",
+        "out",
+        "device",
+        "current",
+        "selection",
+        "bias",
+        "generation",
+    )
+
+    def __init__(self, buffers, launches, out, device, selection, bias, generation):  # type: ignore[no-untyped-def]
+        self.buffers = buffers
+        self.launches = launches
+        self.out = out
+        self.device = device
+        self.current = _launch.driver.active.get_current_device()
+        self.selection = selection
+        self.bias = bias
+        self.generation = generation
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        bufs = [x]
+        for shape, stride, dtype in self.buffers:
+            bufs.append(torch.empty_strided(shape, stride, dtype=dtype, device=self.device))
+        stream = _launch.driver.active.get_current_stream(self.current)
+        for bound, (g0, g1, g2), template, slots in self.launches:
+            args = list(template)
+            for pos, idx in slots:
+                args[pos] = bufs[idx]
+            bound.run(
+                g0, g1, g2, stream, bound.function, bound.metadata, None, None, None,
+                *args, *bound.tail,
+            )  # fmt: skip
+        return bufs[self.out]
+
+
+class _Watch(TorchDispatchMode):
+    """Keeps the tensors fresh allocations return; notes any other aten op."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fresh: dict[int, torch.Tensor] = {}
+        self.other: list[str] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        out = func(*args, **(kwargs or {}))
+        if func in _ALLOCATIONS or (func in _ALIASES and id(args[0]) in self.fresh):
+            self.fresh[id(out)] = out  # (factories return a detached alias under a mode)
+        else:
+            self.other.append(str(func))
+        return out
+
+
+def _own_tensors(weight: Any, bias: Any) -> set[int]:
+    own = {id(t) for t in weight.tensors().values()}
+    if isinstance(bias, torch.Tensor):
+        own.add(id(bias))
+        tensors = getattr(bias, "tensors", None)
+        own.update(id(t) for t in (tensors().values() if callable(tensors) else ()))
+    return own
+
+
+def _build(
+    x: torch.Tensor,
+    weight: Any,
+    bias: Any,
+    y: Any,
+    watch: _Watch,
+    launches: list,
+    selection: tuple[Any, ...],
+    generation: int,
+) -> Plan | str:
+    """A plan from one recorded call, or why not."""
+    if any(launch is None for launch in launches):
+        return "a launch went through Triton itself (interpreter, launch hook or hooked kernel)"
+    if watch.other:
+        return f"the call ran aten ops besides allocations: {sorted(set(watch.other))[:4]}"
+    own = _own_tensors(weight, bias)
+    slot: dict[int, int] = {id(x): 0}
+    buffers: list[tuple[Any, ...]] = []
+
+    def index(t: torch.Tensor) -> int | None:
+        if id(t) not in slot and id(t) in watch.fresh:
+            slot[id(t)] = len(buffers) + 1
+            buffers.append((tuple(t.shape), t.stride(), t.dtype))
+        return slot.get(id(t))
+
+    steps = []
+    for bound, grid, args in launches:
+        template, slots = list(args), []
+        for pos, a in enumerate(args):
+            if not isinstance(a, torch.Tensor):
+                continue
+            idx = index(a)
+            if idx is not None:
+                template[pos] = None
+                slots.append((pos, idx))
+            elif id(a) not in own:
+                return f"launch argument {pos} is not the input, a fresh buffer or the weight's"
+        steps.append((bound, grid, tuple(template), tuple(slots)))
+    out = index(y) if isinstance(y, torch.Tensor) else None
+    if out is None or out == 0:
+        return "the result is not a fresh buffer"
+    return Plan(buffers, steps, out, x.device, selection, bias, generation)
+
+
+def _key(x: torch.Tensor, bias: Any) -> tuple[Any, ...]:
+    return (x.shape[0], x.dtype, x.get_device(), x.data_ptr() & 15 == 0, id(bias))
+
+
+def lookup(weight: Any, x: torch.Tensor, bias: Any, generation: int) -> Plan | None:
+    """The plan for this call, if one was recorded and still holds: the same kernel table
+    (``generation``), bias object and current device, and no launch hook installed."""
+    plans = weight.__dict__.get("_plans")
+    if not plans or x.shape[0] > MAX_M:
+        return None
+    plan = plans.get(_key(x, bias))
+    if type(plan) is not Plan or plan.bias is not bias or plan.generation != generation:
+        return None
+    if _launch._hooks_installed() or _launch.driver.active.get_current_device() != plan.current:
+        return None
+    return plan
+
+
+def run(
+    weight: Any,
+    x: torch.Tensor,
+    bias: Any,
+    selection: tuple[Any, ...],
+    generation: int,
+    call: Callable[[], torch.Tensor],
+) -> torch.Tensor:
+    """``call()`` (the normal path of this call); the second time a key is seen, recorded."""
+    if not ENABLED or x.shape[0] > MAX_M or x.device.type != "cuda":
+        return call()
+    plans = weight.__dict__.setdefault("_plans", {})
+    key = _key(x, bias)
+    state = plans.get(key)
+    if state is None:
+        if len(plans) >= MAX_PLANS:
+            plans.clear()
+        plans[key] = _SEEN
+        return call()
+    if state is not _SEEN:  # a refusal (or a plan that went stale): the normal path
+        return call()
+    with _launch.recording() as launches, _Watch() as watch:
+        y = call()
+    plans[key] = _build(x, weight, bias, y, watch, launches, selection, generation)
+    return y
+
+
+def explain(weight: Any) -> dict[tuple[Any, ...], str]:
+    """Per key: 'plan (N launches)', 'seen once', or why the key keeps the normal path."""
+    out = {}
+    for key, state in weight.__dict__.get("_plans", {}).items():
+        out[key] = f"plan ({len(state.launches)} launches)" if type(state) is Plan else state
+    return out
+
+
+def forget(weight: Any) -> None:
+    """Drop a weight's plans (its tensors were replaced)."""
+    weight.__dict__.pop("_plans", None)

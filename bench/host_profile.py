@@ -1,0 +1,138 @@
+"""Where aoq's eager host time per quantized linear goes, layer by layer.
+
+    python -m bench.host_profile [--configs int4wo-g128,w8a8] [--k 1024] [--profile]
+
+For each config: Linear(K, K) at M=1 in bf16 on the GPU (kernels shorter than their launches,
+so the host never waits), timed as batches of back-to-back calls with the device synchronised
+outside the batches; min and median µs per call over the batches. Layers, outermost first:
+
+    F.linear     the user's call: a replay of its recorded plan (aoq/plans.py) where it has one
+    ... no plan  the same with plans off: subclass __torch_function__, dispatch, the kernel
+                 entry, its launchers and launches
+    .linear      QuantizedWeight.linear (shape checks, dispatch.run_linear), no plan
+    select       dispatch.select alone (platform, candidates, each kernel's check)
+    kernel fn    the selected kernel entry alone (launchers and their launches)
+
+and two references: bf16 F.linear, and one launch of an empty Triton kernel (the floor of any
+Triton path). ``--profile`` adds cProfile's top functions for the F.linear loop.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import pstats
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+import triton
+import triton.language as tl
+from torch import nn
+
+import aoq
+from aoq import dispatch, plans
+from aoq.testing.cases import inference_configs
+
+BATCH = 200
+REPS = 15
+
+
+@triton.jit
+def _empty_kernel(a, b, c, d, n, BLOCK: tl.constexpr):
+    pass
+
+
+def per_call_us(fn: Callable[[], Any], batch: int = BATCH, reps: int = REPS) -> tuple[float, float]:
+    """(min, median) host µs per call over ``reps`` batches of ``batch`` calls."""
+    for _ in range(batch):
+        fn()
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        for _ in range(batch):
+            fn()
+        samples.append((time.perf_counter() - t0) * 1e6 / batch)
+        torch.cuda.synchronize()
+    return min(samples), statistics.median(samples)
+
+
+def _layer(config: Any, k: int) -> Any:
+    layer = nn.Linear(k, k, bias=False, device="cuda", dtype=torch.bfloat16)
+    aoq.quantize_(layer, config)
+    return layer.weight
+
+
+def profile_config(config: Any, k: int) -> tuple[dict[str, tuple[float, float]], str]:
+    """Per layer (min, median) µs, and what aoq/plans.py holds for the call."""
+    w = _layer(config, k)
+    x = torch.randn(1, k, device="cuda", dtype=torch.bfloat16)
+    impl, *_ = dispatch.select(w.scheme, x, w, None)
+    with torch.no_grad():
+        out = {"F.linear": per_call_us(lambda: F.linear(x, w))}
+        state = "; ".join(plans.explain(w).values()) or "no plan"
+        enabled, plans.ENABLED = plans.ENABLED, False
+        try:
+            plans.forget(w)
+            out["F.linear, no plan"] = per_call_us(lambda: F.linear(x, w))
+            out[".linear, no plan"] = per_call_us(lambda: w.linear(x, None))
+        finally:
+            plans.ENABLED = enabled
+        out["select"] = per_call_us(lambda: dispatch.select(w.scheme, x, w, None))
+        out[f"kernel fn ({impl.name})"] = per_call_us(lambda: impl.fn(x, w, None))
+    return out, state
+
+
+def references(k: int) -> dict[str, tuple[float, float]]:
+    x = torch.randn(1, k, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(k, k, device="cuda", dtype=torch.bfloat16)
+    y = torch.empty(1, k, device="cuda", dtype=torch.bfloat16)
+    return {
+        "bf16 F.linear": per_call_us(lambda: F.linear(x, w)),
+        "torch.empty": per_call_us(lambda: torch.empty((1, k), device="cuda")),
+        "empty triton launch": per_call_us(lambda: _empty_kernel[(8,)](x, w, y, x, k, BLOCK=64)),
+    }
+
+
+def cprofile(config: Any, k: int, calls: int = 2000) -> str:
+    w = _layer(config, k)
+    x = torch.randn(1, k, device="cuda", dtype=torch.bfloat16)
+    with torch.no_grad():
+        F.linear(x, w)
+        prof = cProfile.Profile()
+        prof.enable()
+        for _ in range(calls):
+            F.linear(x, w)
+        prof.disable()
+    torch.cuda.synchronize()
+    out = io.StringIO()
+    pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(25)
+    return out.getvalue()
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--configs", default="", help="comma-separated config ids (default: all)")
+    ap.add_argument("--k", type=int, default=1024)
+    ap.add_argument("--profile", action="store_true", help="cProfile the F.linear loop")
+    args = ap.parse_args(argv)
+    wanted = [c for c in args.configs.split(",") if c]
+    configs = [c for c in inference_configs() if not wanted or c.id in wanted]
+    for name, (lo, mid) in references(args.k).items():
+        print(f"{name:<40} min {lo:7.1f} us  median {mid:7.1f} us")
+    for config in configs:
+        layers, state = profile_config(config, args.k)
+        print(f"\n{config.id} ({state})")
+        for name, (lo, mid) in layers.items():
+            print(f"  {name:<38} min {lo:7.1f} us  median {mid:7.1f} us")
+        if args.profile:
+            print(cprofile(config, args.k))
+
+
+if __name__ == "__main__":
+    main()

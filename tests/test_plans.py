@@ -1,0 +1,169 @@
+"""Eager decode plans (aoq/plans.py): a recording becomes a plan only when the call was
+launches and fresh buffers; a replay substitutes the input and new buffers into the
+recorded launches; on a GPU every config's replay gives the normal path's bits, under
+traces, CUDA graphs and new input alignments."""
+
+import types
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import aoq
+from aoq import dispatch, plans
+from aoq.testing.cases import inference_configs
+
+
+class _Driver:
+    """Stands in for Triton's driver on CPU: device 0, stream 7."""
+
+    active = types.SimpleNamespace(get_current_device=lambda: 0, get_current_stream=lambda d: 7)
+
+
+class _Bound:
+    """A bound launch whose 'kernel' writes 2 * x + w into y (args: x, w, y, n)."""
+
+    def __init__(self):
+        self.function, self.metadata, self.tail, self.calls = "fn", "meta", ("TAIL",), []
+
+    def run(self, g0, g1, g2, stream, function, metadata, m, enter, exit_, x, w, y, n, *tail):
+        self.calls.append(((g0, g1, g2), stream, tail))
+        y.copy_(2 * x + w)
+
+
+@pytest.fixture
+def fake_driver(monkeypatch):
+    monkeypatch.setattr(plans._launch, "driver", _Driver)
+
+
+def _weight(w):
+    return types.SimpleNamespace(tensors=lambda: {"qdata": w})
+
+
+def _record(x, weight, bias, body):
+    """Record ``body(launches)`` as plans.run would; returns (result, launches, watch)."""
+    with plans._launch.recording() as launches, plans._Watch() as watch:
+        y = body(launches)
+    return y, launches, watch
+
+
+def _one_launch(x, w, bound):
+    def body(launches):  # the device work of a real launch is no aten op: not run here
+        y = torch.empty(x.shape)
+        launches.append((bound, (2, 1, 1), (x, w, y, x.numel())))
+        return y
+
+    return body
+
+
+def test_a_plan_replays_its_launches_on_new_inputs_and_buffers(fake_driver):
+    x, w, bound = torch.randn(1, 8), torch.randn(1, 8), _Bound()
+    y, launches, watch = _record(x, _weight(w), None, _one_launch(x, w, bound))
+    plan = plans._build(x, _weight(w), None, y, watch, launches, ("sel",), 3)
+    assert isinstance(plan, plans.Plan) and plan.buffers == [((1, 8), (8, 1), torch.float32)]
+    x2 = torch.randn(1, 8)
+    y2 = plan(x2)
+    assert y2 is not y and torch.equal(y2, 2 * x2 + w)  # the input and a new buffer
+    assert bound.calls[-1] == ((2, 1, 1), 7, ("TAIL",))
+
+
+@pytest.mark.parametrize(
+    "why, body",
+    [
+        ("aten ops besides allocations", lambda x, w: lambda launches: torch.zeros(1, 8)),
+        ("went through Triton itself", lambda x, w: lambda launches: launches.append(None)),
+        ("result is not a fresh buffer", lambda x, w: lambda launches: x),
+    ],
+)
+def test_recordings_that_are_not_pure_launches_are_refused(fake_driver, why, body):
+    x, w = torch.randn(1, 8), torch.randn(1, 8)
+    y, launches, watch = _record(x, _weight(w), None, body(x, w))
+    reason = plans._build(x, _weight(w), None, y, watch, launches, ("sel",), 3)
+    assert isinstance(reason, str) and why in reason
+
+
+def test_a_launch_argument_from_elsewhere_is_refused(fake_driver):
+    x, w, foreign = torch.randn(1, 8), torch.randn(1, 8), torch.randn(1, 8)
+    y, launches, watch = _record(x, _weight(w), None, _one_launch(x, foreign, _Bound()))
+    reason = plans._build(x, _weight(w), None, y, watch, launches, ("sel",), 3)
+    assert "launch argument 1" in reason
+
+
+def test_cpu_calls_are_never_planned():
+    lin = aoq.quantize_(nn.Linear(64, 32), aoq.Int8WeightOnlyConfig())
+    x = torch.randn(1, 64)
+    for _ in range(3):
+        lin(x)
+    assert plans.explain(lin.weight) == {}
+
+
+# --- on a GPU -----------------------------------------------------------------------------
+
+gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+DECODE = ["int8wo", "int4wo-g128", "fp8wo", "w8a8", "fp8-row", "w4a8-g32", "w8a8-static"]
+CONFIGS = [c for c in inference_configs() if c.id in DECODE]
+
+
+def _normal(w, x, bias):
+    plans.forget(w)
+    return F.linear(x, w, bias)
+
+
+@gpu
+@pytest.mark.parametrize("config", CONFIGS, ids=[c.id for c in CONFIGS])
+@pytest.mark.parametrize("m", [1, 16])
+@pytest.mark.parametrize("bias", [False, True])
+def test_replays_match_the_normal_path_bit_for_bit(config, m, bias):
+    lin = nn.Linear(1024, 512, bias=bias, device="cuda", dtype=torch.bfloat16)
+    aoq.quantize_(lin, config)
+    w, b = lin.weight, lin.bias
+    xs = [torch.randn(m, 1024, device="cuda", dtype=torch.bfloat16) for _ in range(4)]
+    with torch.no_grad():
+        got = [F.linear(x, w, b) for x in xs]  # normal, recorded, replay, replay
+        states = list(plans.explain(w).values())
+        want = [_normal(w, x, b) for x in xs]
+    assert len(states) == 1
+    for g, e in zip(got, want, strict=True):
+        assert torch.equal(g, e), states
+
+
+@gpu
+def test_weight_only_decode_is_planned_and_traced():
+    lin = aoq.quantize_(
+        nn.Linear(1024, 1024, bias=False, device="cuda", dtype=torch.bfloat16),
+        aoq.Int4WeightOnlyConfig(),
+    )
+    x = torch.randn(1, 1024, device="cuda", dtype=torch.bfloat16)
+    with torch.no_grad(), aoq.trace_kernels() as trace:
+        for _ in range(3):
+            lin(x)
+    (state,) = plans.explain(lin.weight).values()
+    assert state.startswith("plan (")
+    assert [r.kernel for r in trace.records] == ["triton.int4wo.decode"] * 3
+    assert plans.lookup(lin.weight, x, None, len(dispatch._IMPLS)) is not None
+
+
+@gpu
+def test_replays_capture_into_cuda_graphs_and_rekey_on_alignment():
+    lin = aoq.quantize_(
+        nn.Linear(1024, 1024, device="cuda", dtype=torch.bfloat16), aoq.Int8WeightOnlyConfig()
+    )
+    w, b = lin.weight, lin.bias
+    x = torch.randn(1, 1024, device="cuda", dtype=torch.bfloat16)
+    with torch.no_grad():
+        for _ in range(3):
+            F.linear(x, w, b)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            y = F.linear(x, w, b)
+        x.copy_(torch.randn_like(x))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(y, _normal(w, x, b))
+        buf = torch.randn(1025, device="cuda", dtype=torch.bfloat16)
+        shifted = buf[1:].reshape(1, 1024)  # 2 bytes off the allocation: another key
+        for _ in range(3):
+            got = F.linear(shifted, w, b)
+        assert len(plans.explain(w)) == 2
+        assert torch.equal(got, _normal(w, shifted.clone(), b))
