@@ -163,6 +163,20 @@ def _row_amax_kernel(x_ptr, out_ptr, M, K, stride_xm, BLOCK_M: tl.constexpr, BLO
     tl.store(out_ptr + offs_m, amax, mask=mmask)
 
 
+@triton.jit
+def _tensor_scale_kernel(amax_ptr, s_ptr, M, QMAX: tl.constexpr, BLOCK: tl.constexpr):
+    """One program: the per-tensor scale max(max_m amax[m] / QMAX, TINY) from the row maxima
+    (IEEE division; a NaN row maximum makes the scale NaN, as torch.amax would)."""
+    hi = tl.zeros((BLOCK,), tl.float32)
+    for m0 in range(0, M, BLOCK):
+        offs = m0 + tl.arange(0, BLOCK)
+        v = tl.load(amax_ptr + offs, mask=offs < M, other=0.0)
+        hi = tl.maximum(hi, v, propagate_nan=tl.PropagateNan.ALL)
+    amax = tl.max(hi, axis=0)
+    amax = tl.where(tl.max((hi != hi).to(tl.int32), axis=0) > 0, float("nan"), amax)
+    tl.store(s_ptr, tl.maximum(tl.div_rn(amax, QMAX), TINY_F32, propagate_nan=tl.PropagateNan.ALL))
+
+
 def _blocks(m: int, k: int) -> tuple[int, int, int]:
     """(BLOCK_M, BLOCK_K, num_warps): a whole row per step up to 8192 features (read once,
     kept in registers), and at least ~4096 elements per program for wide rows of short K."""
@@ -224,18 +238,20 @@ def quantize_fp8_act_triton(
         elif m:
             scale.fill_(TINY)
         return q.to(fp8_dtype), scale
-    amax = torch.zeros(max(m, 1), dtype=torch.float32, device=x.device)
-    if m and k:
-        launch(_row_amax_kernel, grid, x, amax, m, k, x.stride(0),
-               BLOCK_M=bm, BLOCK_K=bk, num_warps=warps)  # fmt: skip
-    # a device-side IEEE division (torch.full is a kernel, so CUDA graphs can capture it)
-    scale = torch.clamp(amax.amax().reshape(1) / torch.full_like(amax[:1], fmax), min=TINY)
-    if m and k:
-        launch(_act_quant_kernel, grid,
-            x, q, scale, scale, scale, m, k, x.stride(0), q.stride(0),
-            MODE=int(ActMode.FP8), GIVEN=True, QMAX=fmax,
-            BLOCK_M=bm, BLOCK_K=bk, ONE_TILE=k <= bk, num_warps=warps,
-        )  # fmt: skip
+    scale = torch.empty(1, dtype=torch.float32, device=x.device)
+    if not (m and k):
+        return q.to(fp8_dtype), scale.fill_(TINY)
+    # row maxima, their maximum as the scale (one program), the codes: three launches and
+    # fresh buffers only, so eager decode calls replay as a plan (aoq/plans.py)
+    amax = torch.empty(m, dtype=torch.float32, device=x.device)
+    launch(_row_amax_kernel, grid, x, amax, m, k, x.stride(0),
+           BLOCK_M=bm, BLOCK_K=bk, num_warps=warps)  # fmt: skip
+    launch(_tensor_scale_kernel, (1,), amax, scale, m, QMAX=fmax, BLOCK=1024, num_warps=4)
+    launch(_act_quant_kernel, grid,
+        x, q, scale, scale, scale, m, k, x.stride(0), q.stride(0),
+        MODE=int(ActMode.FP8), GIVEN=True, QMAX=fmax,
+        BLOCK_M=bm, BLOCK_K=bk, ONE_TILE=k <= bk, num_warps=warps,
+    )  # fmt: skip
     return q.to(fp8_dtype), scale
 
 

@@ -101,7 +101,16 @@ def test_cpu_calls_are_never_planned():
 # --- on a GPU -----------------------------------------------------------------------------
 
 gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
-DECODE = ["int8wo", "int4wo-g128", "fp8wo", "w8a8", "fp8-row", "w4a8-g32", "w8a8-static"]
+DECODE = [
+    "int8wo",
+    "int4wo-g128",
+    "fp8wo",
+    "w8a8",
+    "fp8-row",
+    "fp8-tensor",
+    "w4a8-g32",
+    "w8a8-static",
+]
 CONFIGS = [c for c in inference_configs() if c.id in DECODE]
 
 

@@ -44,7 +44,7 @@ DTYPES = [torch.bfloat16, torch.float16, torch.float32]
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("shape", [(1, 64), (37, 200), (3, 9000), (0, 64)], ids=str)
+@pytest.mark.parametrize("shape", [(1, 64), (37, 200), (3, 9000), (1100, 24), (0, 64)], ids=str)
 def test_act_quant_bit_exact(dtype, shape):
     x = torch.randn(shape, dtype=dtype) * 3
     if x.numel():
