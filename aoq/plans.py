@@ -20,9 +20,9 @@ replays exactly what the normal path would run, on the current stream (CUDA-grap
 included), with its own fresh buffers every call.
 
 No plans when the selection is a fallback (strict mode must see it every call), when
-``AOQ_TEST_SLOWDOWN`` is set, or with ``AOQ_PLANS=0`` (read at import). Plans are dropped
-when the weight's tensors are replaced (``copy_`` keeps them: same buffers, new values) or the
-kernel table gains a kernel.
+``AOQ_TEST_SLOWDOWN`` is set, or with ``AOQ_PLANS=0`` (read at import). A weight's plans are
+dropped when one of its inner tensors or attrs is assigned (AoqTensor.__setattr__; ``copy_``
+keeps them: same buffers, new values), and unused once the kernel table gains a kernel.
 """
 
 from __future__ import annotations

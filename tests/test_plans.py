@@ -90,6 +90,20 @@ def test_a_launch_argument_from_elsewhere_is_refused(fake_driver):
     assert "launch argument 1" in reason
 
 
+def test_replacing_an_inner_tensor_drops_the_plans():
+    lin = aoq.quantize_(nn.Linear(64, 32), aoq.Int8WeightOnlyConfig())
+    w = lin.weight
+    w.__dict__["_plans"] = {"key": "a recorded plan"}
+    w.scale = w.scale.clone()
+    assert plans.explain(w) == {}
+    w.__dict__["_plans"] = {"key": "a recorded plan"}
+    w.act = w.act  # an attr can choose another path
+    assert plans.explain(w) == {}
+    w.__dict__["_plans"] = {"key": "a recorded plan"}
+    w._derived = None  # (copy_ resets derived layouts in place: same buffers)
+    assert plans.explain(w) == {"key": "a recorded plan"}
+
+
 def test_cpu_calls_are_never_planned():
     lin = aoq.quantize_(nn.Linear(64, 32), aoq.Int8WeightOnlyConfig())
     x = torch.randn(1, 64)

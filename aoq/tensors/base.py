@@ -88,6 +88,12 @@ class AoqTensor(torch.Tensor):
         self._derived: dict[str, torch.Tensor] | None = None
         self._size = tuple(shape)  # self.shape goes through __torch_function__: ~1 µs a read
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        # a replaced inner tensor or attr invalidates what aoq/plans.py recorded with the old one
+        if name in self.tensor_fields or name in self.optional_fields or name in self.attr_fields:
+            self.__dict__.pop("_plans", None)
+        super().__setattr__(name, value)
+
     # -- parts ------------------------------------------------------------------------------
 
     def tensors(self) -> dict[str, torch.Tensor]:
