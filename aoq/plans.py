@@ -51,22 +51,25 @@ _SEEN = "seen once"
 
 class Plan:
     """A recorded call: ``buffers`` (shape, stride, dtype) to allocate, then ``launches`` of
-    (bound kernel, grid, argument template, [(position, buffer index)]); buffer 0 is the input;
-    ``out`` is the index of the result. ``impl``, ``fallback``, ``reason``, ``platform``:
-    the selection, for provenance records."""
+    (bound kernel, grid, argument template, ((position, buffer index), ...)); buffer 0 is the
+    input, ``out`` the index of the result. ``selection``: (impl, fallback, reason, platform)
+    for provenance records; ``current``: the device the kernels were bound on; ``bias``: the
+    bias object (held, so the id in the key stays its own); ``generation``: the kernel
+    table's size when recorded."""
 
-    __slots__ = (
-        "buffers",
-        "launches",
-        "out",
-        "device",
-        "current",
-        "selection",
-        "bias",
-        "generation",
-    )
+    __slots__ = ("buffers", "launches", "out", "device", "current", "selection", "bias",
+                 "generation")  # fmt: skip
 
-    def __init__(self, buffers, launches, out, device, selection, bias, generation):  # type: ignore[no-untyped-def]
+    def __init__(
+        self,
+        buffers: list[tuple[Any, ...]],
+        launches: list[tuple[Any, ...]],
+        out: int,
+        device: torch.device,
+        selection: tuple[Any, ...],
+        bias: Any,
+        generation: int,
+    ) -> None:
         self.buffers = buffers
         self.launches = launches
         self.out = out
