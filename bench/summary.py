@@ -94,7 +94,9 @@ def summary_table(records: list[Record], ceilings: dict[str, float], gpu: bool) 
         if c is None or r.status != "pass" or c.side != "aoq":
             continue
         if r.check == HOST:
-            host.append(f"  {c.config:<22} {r.metrics['p50_us']:8.1f} us")
+            over = r.metrics.get("over_bf16_us")
+            extra = "" if over is None else f"  ({over:+.1f} us over bf16 F.linear)"
+            host.append(f"  {c.config:<22} {r.metrics['p50_us']:8.1f} us{extra}")
         elif r.check != LATENCY:
             continue
         elif "-H" in c.shape:  # a training step: timed eagerly only

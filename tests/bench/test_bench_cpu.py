@@ -75,4 +75,5 @@ def test_store_holds_the_same_rows_and_the_summary_is_printed(quick):
         assert store.run(run.run_id) is not None
         assert len(store.records(run.run_id)) == len(records)
     assert "aoq linear speedup vs bf16 F.linear" in proc.stdout
+    assert "us over bf16 F.linear)" in proc.stdout  # the host rows, against bf16's own host time
     assert seconds < 120, f"the quick CPU bench took {seconds:.0f}s"
