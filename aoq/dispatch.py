@@ -1,4 +1,4 @@
-"""Kernel table, kernel provenance and strict mode.
+"""Kernel table, selection and strict mode (provenance records: aoq/provenance.py).
 
 ``TABLE`` names, for each (scheme, backend[, arch]), the kernels that may serve a quantized
 linear, most preferred first; on GPUs the row also depends on M (``BY_M``) and, where a
@@ -17,13 +17,14 @@ import contextvars
 import enum
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from aoq import plans
+from aoq import plans, provenance
 from aoq.backends import Backend, Platform, platform_of
+from aoq.provenance import KernelRecord, Trace, trace_kernels  # noqa: F401 (dispatch's API)
 
 
 class Scheme(enum.Enum):
@@ -231,72 +232,9 @@ def describe() -> str:
     return "\n".join(rows)
 
 
-# --- provenance ---------------------------------------------------------------------------
+# --- strict mode ------------------------------------------------------------------------
 
-
-@dataclass(frozen=True)
-class KernelRecord:
-    """One quantized matmul as it ran."""
-
-    module: str
-    config: str
-    kernel: str
-    backend: str
-    arch: str
-    fallback: bool
-    reason: str | None
-    shape: tuple[int, int, int]
-    """(M, K, N)"""
-    dtype: str
-
-
-@dataclass
-class Trace:
-    records: list[KernelRecord] = field(default_factory=list)
-    _stack: list[torch.nn.Module] = field(default_factory=list)
-    _names: dict[int, str] = field(default_factory=dict)
-
-    def current_module(self) -> str:
-        if not self._stack:
-            return "<functional>"
-        return self._names.get(id(self._stack[-1]), type(self._stack[-1]).__name__)
-
-    @property
-    def fallbacks(self) -> list[KernelRecord]:
-        return [r for r in self.records if r.fallback]
-
-
-_TRACE: contextvars.ContextVar[Trace | None] = contextvars.ContextVar("aoq_trace", default=None)
 _STRICT: contextvars.ContextVar[bool] = contextvars.ContextVar("aoq_strict", default=False)
-
-
-@contextlib.contextmanager
-def trace_kernels() -> Iterator[Trace]:
-    """Record every quantized matmul (module name, config, kernel, backend, fallback, reason).
-
-    Module names are the fully qualified names under the outermost module called inside the
-    context. Under torch.compile the kernel is chosen while tracing; only eager calls record.
-    """
-    trace = Trace()
-
-    def pre(module: torch.nn.Module, _args: Any) -> None:
-        if not trace._stack and id(module) not in trace._names:
-            trace._names.update({id(m): n or type(m).__name__ for n, m in module.named_modules()})
-        trace._stack.append(module)
-
-    def post(module: torch.nn.Module, _args: Any, _out: Any) -> None:
-        if trace._stack and trace._stack[-1] is module:
-            trace._stack.pop()
-
-    token = _TRACE.set(trace)
-    h1 = torch.nn.modules.module.register_module_forward_pre_hook(pre)
-    h2 = torch.nn.modules.module.register_module_forward_hook(post)
-    try:
-        yield trace
-    finally:
-        h1.remove()
-        h2.remove()
-        _TRACE.reset(token)
 
 
 @contextlib.contextmanager
@@ -350,7 +288,7 @@ def run_linear(
     if planned:
         plan = plans.lookup(weight, x, bias, len(_IMPLS))
         if plan is not None:
-            _record(config, x, weight, *plan.selection)
+            provenance.record(config, x, weight, *plan.selection)
             return plan(x)
     impl, fallback, reason, platform = select(scheme, x, weight, bias)
     if fallback and strict_enabled():
@@ -359,40 +297,13 @@ def run_linear(
         )
     if compiling:
         return _run_kernel(impl, x, weight, bias)
-    _record(config, x, weight, impl, fallback, reason, platform)
+    provenance.record(config, x, weight, impl.name, fallback, reason, platform)
     if fallback or not planned:
         return _run_kernel(impl, x, weight, bias)
-    selection = (impl, fallback, reason, platform)
+    selection = (impl.name, fallback, reason, platform)
     return plans.run(
         weight, x, bias, selection, len(_IMPLS), lambda: _run_kernel(impl, x, weight, bias)
     )
-
-
-def _record(
-    config: str,
-    x: torch.Tensor,
-    weight: Any,
-    impl: KernelImpl,
-    fallback: bool,
-    reason: str | None,
-    platform: Platform,
-) -> None:
-    trace = _TRACE.get()
-    if trace is not None:
-        m, k = x.shape
-        trace.records.append(
-            KernelRecord(
-                module=trace.current_module(),
-                config=config,
-                kernel=impl.name,
-                backend=platform.backend.value,
-                arch=platform.arch,
-                fallback=fallback,
-                reason=reason,
-                shape=(m, k, weight.shape[0]),
-                dtype=str(x.dtype).removeprefix("torch."),
-            )
-        )
 
 
 def parse_slowdown(value: str) -> tuple[tuple[str, int], ...]:

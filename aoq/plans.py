@@ -52,10 +52,10 @@ _SEEN = "seen once"
 class Plan:
     """A recorded call: ``buffers`` (shape, stride, dtype) to allocate, then ``launches`` of
     (bound kernel, grid, argument template, ((position, buffer index), ...)); buffer 0 is the
-    input, ``out`` the index of the result. ``selection``: (impl, fallback, reason, platform)
-    for provenance records; ``current``: the device the kernels were bound on; ``bias``: the
-    bias object (held, so the id in the key stays its own); ``generation``: the kernel
-    table's size when recorded."""
+    input, ``out`` the index of the result. ``selection``: (kernel name, fallback, reason,
+    platform) for provenance records; ``current``: the device the kernels were bound on;
+    ``bias``: the bias object (held, so the id in the key stays its own); ``generation``: the
+    kernel table's size when recorded."""
 
     __slots__ = ("buffers", "launches", "out", "device", "current", "selection", "bias",
                  "generation")  # fmt: skip
@@ -84,14 +84,11 @@ class Plan:
         for shape, stride, dtype in self.buffers:
             bufs.append(torch.empty_strided(shape, stride, dtype=dtype, device=self.device))
         stream = _launch.driver.active.get_current_stream(self.current)
-        for bound, (g0, g1, g2), template, slots in self.launches:
+        for bound, grid, template, slots in self.launches:
             args = list(template)
             for pos, idx in slots:
                 args[pos] = bufs[idx]
-            bound.run(
-                g0, g1, g2, stream, bound.function, bound.metadata, None, None, None,
-                *args, *bound.tail,
-            )  # fmt: skip
+            bound(grid, stream, args)
         return bufs[self.out]
 
 

@@ -24,7 +24,6 @@ import cProfile
 import io
 import pstats
 import statistics
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -37,6 +36,7 @@ from torch import nn
 import aoq
 from aoq import dispatch, plans
 from aoq.testing.cases import inference_configs
+from bench.timing import EventlessSync, host_time
 
 BATCH = 200
 REPS = 15
@@ -48,17 +48,9 @@ def _empty_kernel(a, b, c, d, n, BLOCK: tl.constexpr):
 
 
 def per_call_us(fn: Callable[[], Any], batch: int = BATCH, reps: int = REPS) -> tuple[float, float]:
-    """(min, median) host µs per call over ``reps`` batches of ``batch`` calls."""
-    for _ in range(batch):
-        fn()
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        for _ in range(batch):
-            fn()
-        samples.append((time.perf_counter() - t0) * 1e6 / batch)
-        torch.cuda.synchronize()
+    """(min, median) host µs per call over ``reps`` batches of ``batch`` calls: the bench's
+    own host-overhead timing (bench/timing.py), the device synchronised outside the batches."""
+    samples = host_time(fn, batch, reps, EventlessSync()).samples_us
     return min(samples), statistics.median(samples)
 
 

@@ -21,11 +21,12 @@ class _Driver:
     active = types.SimpleNamespace(get_current_device=lambda: 0, get_current_stream=lambda d: 7)
 
 
-class _Bound:
+class _Bound(plans._launch._Bound):
     """A bound launch whose 'kernel' writes 2 * x + w into y (args: x, w, y, n)."""
 
     def __init__(self):
-        self.function, self.metadata, self.tail, self.calls = "fn", "meta", ("TAIL",), []
+        self.function, self.metadata, self.tail, self.grid = "fn", "meta", ("TAIL",), None
+        self.calls = []
 
     def run(self, g0, g1, g2, stream, function, metadata, m, enter, exit_, x, w, y, n, *tail):
         self.calls.append(((g0, g1, g2), stream, tail))
