@@ -15,9 +15,18 @@ the dequantization works on 32-bit registers holding two bf16 values:
   instructions a code. Each group's scale multiplies that group's float32 product tile
   after its MMA, so the weights are never rounded: (q - z) and x are exact in bf16 and the
   MMA accumulates their products in float32.
-- int8 (``WFMT`` 0): q ^ 0x80 placed by ``prmt`` into the mantissa of 2^23 (float32 bits
-  0x4B0000xx), one subtraction of 2^23 + 128 (exact), ``cvt.rn.bf16x2.f32`` pairs two
-  (exact: |q| <= 128). The per-channel scale multiplies the accumulator once, at the end.
+- int8 (``WFMT`` 0): ``prmt`` spreads two codes to the low bytes of a word's halves; one
+  ``lop3`` writes each code's low seven bits into the mantissa of bf16 128.0 (128 + (q & 127)),
+  another its sign bit into the mantissa of bf16 -128.0 (-128 or -256), and one
+  ``fma.rn.bf16x2`` adds the two: q exactly. 2 instructions a code (an earlier float32 route,
+  ``prmt`` into 2**23 and ``cvt`` to bf16, took 2.75 and ran 4-7 % slower: run of 2026-11-21,
+  H200). The per-channel scale multiplies the accumulator once, at the end.
+- fp8 e4m3fn (``WFMT`` 2, CUDA): ``prmt`` puts each code in the low byte of a half with its
+  sign copied into the byte above; a shift by 4 and a mask leave sign, exponent and mantissa
+  where bf16 keeps them, i.e. the bf16 of exponent e - 127 (subnormal codes included), and
+  one multiply by 2**120 moves the exponent bias to e4m3's 7: exact for every finite code.
+  Per-channel scale as int8. (The FMA GEMV of weight_only.py took 24.7 us at K = N = 8192;
+  this kernel 21.1.)
 
 Under the interpreter (no inline assembly) the same values come from plain integer and
 float32 arithmetic, and the dot upcasts to float32 (the interpreter's bf16 dot is wrong).
@@ -56,20 +65,33 @@ fma.rn.bf16x2 $3, u1, one, $5;
 minus 128 + z ($5: -(128 + z) in both halves)."""
 
 _INT8_ASM = tl.constexpr("""{
-.reg .b32 q, f0, f1, f2, f3;
-xor.b32 q, $2, 0x80808080;
-prmt.b32 f0, q, 0x4B000000, 0x7650;
-prmt.b32 f1, q, 0x4B000000, 0x7651;
-prmt.b32 f2, q, 0x4B000000, 0x7652;
-prmt.b32 f3, q, 0x4B000000, 0x7653;
-sub.f32 f0, f0, 0f4B000080;
-sub.f32 f1, f1, 0f4B000080;
-sub.f32 f2, f2, 0f4B000080;
-sub.f32 f3, f3, 0f4B000080;
-cvt.rn.bf16x2.f32 $0, f1, f0;
-cvt.rn.bf16x2.f32 $1, f3, f2;
+.reg .b32 h0, h1, m0, m1, c0, c1, one;
+mov.b32 one, 0x3F803F80;
+prmt.b32 h0, $2, 0, 0x4140;
+prmt.b32 h1, $2, 0, 0x4342;
+lop3.b32 m0, h0, 0x007F007F, 0x43004300, 0xea;
+lop3.b32 m1, h1, 0x007F007F, 0x43004300, 0xea;
+lop3.b32 c0, h0, 0x00800080, 0xC300C300, 0xea;
+lop3.b32 c1, h1, 0x00800080, 0xC300C300, 0xea;
+fma.rn.bf16x2 $0, m0, one, c0;
+fma.rn.bf16x2 $1, m1, one, c1;
 }""")
 """Four int8 codes ($2) -> four bf16 (two words, the first code in the low half)."""
+
+_FP8_ASM = tl.constexpr("""{
+.reg .b32 h0, h1, big, nz;
+mov.b32 big, 0x7B807B80;
+mov.b32 nz, 0x80008000;
+prmt.b32 h0, $2, 0, 0x9180;
+prmt.b32 h1, $2, 0, 0xB3A2;
+shl.b32 h0, h0, 4;
+shl.b32 h1, h1, 4;
+and.b32 h0, h0, 0x87F087F0;
+and.b32 h1, h1, 0x87F087F0;
+fma.rn.bf16x2 $0, h0, big, nz;
+fma.rn.bf16x2 $1, h1, big, nz;
+}""")
+"""Four float8 e4m3fn codes ($2) -> four bf16 (big: 2**120 in both halves; nz: -0.0)."""
 
 
 @triton.jit
@@ -91,11 +113,16 @@ def _int4_codes(b, z, ASM: tl.constexpr):
 
 
 @triton.jit
-def _int8_codes(q, ASM: tl.constexpr):
+def _byte_codes(q, WFMT: tl.constexpr, ASM: tl.constexpr):
+    """[R, C] int8 codes (WFMT 0) or float8 e4m3fn bits as uint8 (WFMT 2) -> their values:
+    bf16 from the assembly; float32 under the interpreter."""
     if ASM:
         w = tl.inline_asm_elementwise(
-            _INT8_ASM, "=r,=r,r", [q], dtype=tl.bfloat16, is_pure=True, pack=4
-        )
+            _FP8_ASM if WFMT == 2 else _INT8_ASM, "=r,=r,r", [q], dtype=tl.bfloat16,
+            is_pure=True, pack=4,
+        )  # fmt: skip
+    elif WFMT == 2:
+        w = q.to(tl.float8e4nv, bitcast=True).to(tl.float32)
     else:
         w = q.to(tl.float32)
     return w
@@ -110,8 +137,8 @@ def _decode_mma_kernel(
     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, ASM: tl.constexpr, UPCAST: tl.constexpr,
 ):  # fmt: skip
     """Program (n, s): outputs [16, BLOCK_N] over K range s. int4 (WFMT 1: zero points from
-    z_ptr; 3: symmetric, q + 8 stored): GROUPS quantization groups a step; int8 (WFMT 0):
-    per-channel scales. XQ: x holds int8
+    z_ptr; 3: symmetric, q + 8 stored): GROUPS quantization groups a step; int8 (WFMT 0) and
+    fp8 (2, bits as uint8): per-channel scales. XQ: x holds int8
     codes (W4A8: exact in bf16, and a group's products sum exactly in float32), scaled by
     xs per row (STATIC: one scalar) at the end. SPLIT_K > 1 stores float32 partials for
     splitk.reduce_partials (which then applies int8's channel scale, xs and the bias)."""
@@ -125,7 +152,7 @@ def _decode_mma_kernel(
     acc = tl.zeros((16, BLOCK_N), dtype=tl.float32)
     k_lo = pid_k * K_SPLIT
     k_hi = tl.minimum(K, k_lo + K_SPLIT)
-    if WFMT != 0:
+    if WFMT == 1 or WFMT == 3:
         offs_g = tl.arange(0, GROUP_SIZE)
         wrows = (
             w_ptr
@@ -159,7 +186,7 @@ def _decode_mma_kernel(
         for k0 in range(k_lo, k_hi, BLOCK_K):
             xt = tl.load(xrows + (k0 + offs_k0)[None, :], mask=mmask[:, None], other=0.0)
             q = tl.load(wrows + k0, mask=nmask[:, None], other=0)
-            w = _int8_codes(q, ASM)
+            w = _byte_codes(q, WFMT, ASM)
             if not UPCAST:
                 w = w.to(tl.bfloat16)
             acc = mma(xt, tl.trans(w), acc, UPCAST, "ieee")
@@ -168,7 +195,7 @@ def _decode_mma_kernel(
         tl.store(part_ptrs + offs_n[None, :], acc, mask=mmask[:, None] & nmask[None, :])
     else:
         epilogue(acc, s_ptr, xs_ptr, b_ptr, y_ptr, offs_m, offs_n, M, N, stride_ym,
-                 WFMT == 0, XQ, STATIC, HAS_BIAS)  # fmt: skip
+                 WFMT == 0 or WFMT == 2, XQ, STATIC, HAS_BIAS)  # fmt: skip
 
 
 TILE = {
@@ -188,7 +215,10 @@ TILE = {
 least one), warps, software-pipeline depth, and the split-K target of programs per SM
 (splitk.split_k). From bench/decode_sweep.py --mma on an H200 (M 1 and 16, K x N 8192 x 8192
 and 4096 x 14336): int4 best at 64 x 128 with 4-way split on both shapes (per_sm 7 gives
-4 at N 8192 and 14336), int8 at 64 x 128 with 4 stages (22.0 us at N 8192, split 4)."""
+4 at N 8192 and 14336), int8 at 64 x 128 with 4 stages (22.0 us at N 8192, split 4). fp8
+shares int8's tile: a 36-variant grid (BLOCK_N 32/64, STEP_K 128/256, 4 or 8 warps, 3-5
+stages, split 2/4/8) found nothing more than 0.5 us faster at any shape."""
+TILE[WeightFormat.FP8] = TILE[WeightFormat.INT8]
 
 
 def _step(k: int, gs: int, want: int) -> int:
@@ -202,7 +232,8 @@ def _step(k: int, gs: int, want: int) -> int:
 
 def serves(x: torch.Tensor, qdata: torch.Tensor, groups: int, wfmt: WeightFormat) -> bool:
     """M <= 16 rows of bf16 activations (int8 codes for W4A8's symmetric int4), contiguous;
-    int4 groups of 32..256 (powers of two); per-channel int8 with K a multiple of 16."""
+    int4 groups of 32..256 (powers of two); per-channel int8 or float8 e4m3fn with K a
+    multiple of 16 (fp8 on CUDA, where its conversion is assembly, and the interpreter)."""
     m, k = x.shape
     xq = wfmt is WeightFormat.INT4_SYM
     if x.dtype != (torch.int8 if xq else torch.bfloat16) or m > 16:
@@ -211,7 +242,12 @@ def serves(x: torch.Tensor, qdata: torch.Tensor, groups: int, wfmt: WeightFormat
         return False
     if wfmt in (WeightFormat.UINT4, WeightFormat.INT4_SYM):
         return k // groups in (32, 64, 128, 256) and k % groups == 0
-    return wfmt is WeightFormat.INT8 and groups == 1 and k % 16 == 0
+    if wfmt is WeightFormat.FP8:
+        if qdata.dtype != torch.float8_e4m3fn or backend_of(x.device) is Backend.ROCM:
+            return False
+    elif wfmt is not WeightFormat.INT8:
+        return False
+    return groups == 1 and k % 16 == 0
 
 
 def decode_mma(
@@ -228,7 +264,7 @@ def decode_mma(
     tile: dict | None = None,
 ) -> None:
     """Launch the kernel (the caller checked :func:`serves`): y = x W^T (+ bias), W from
-    ``qdata`` (uint8 int4 pairs, or int8) with ``scale`` [N, groups] (and ``zero`` for
+    ``qdata`` (uint8 int4 pairs, int8 or float8 e4m3fn) with ``scale`` [N, groups] (and ``zero`` for
     UINT4); INT4_SYM takes int8 ``x`` and its ``x_scale`` ([M] or [] static). ``split``
     forces split-K; ``tile`` overrides TILE (benchmarks)."""
     m, k = x.shape
@@ -237,8 +273,10 @@ def decode_mma(
     bn = cfg.pop("BLOCK_N")
     want = cfg.pop("STEP_K")
     per_sm = cfg.pop("per_sm", 4)
-    int8 = wfmt is WeightFormat.INT8
-    gs = 16 if int8 else k // groups
+    per_channel = wfmt in (WeightFormat.INT8, WeightFormat.FP8)
+    gs = 16 if per_channel else k // groups
+    if wfmt is WeightFormat.FP8:
+        qdata = qdata.view(torch.uint8)  # the kernel converts the bits itself
     bk = _step(k, gs, want)
     backend = backend_of(x.device)
     n_prog = triton.cdiv(n, bn)
@@ -255,5 +293,5 @@ def decode_mma(
     )  # fmt: skip
     if p.split > 1:
         splitk.reduce_partials(
-            p.partials, y, col_scale=scale if int8 else None, row_scale=x_scale, bias=bias
+            p.partials, y, col_scale=scale if per_channel else None, row_scale=x_scale, bias=bias
         )

@@ -325,6 +325,8 @@ def specs(target: str) -> list[Spec]:
         _wo("int8wo.decode", "*i8", 0, 0, 16, 64, 128),
         _decode_mma("int4wo.decode_mma", 1, 128, 128, target),
         _decode_mma("int8wo.decode_mma", 0, 16, 256, target),
+        # fp8 decode_mma serves CUDA only (ROCm keeps the FMA decode below)
+        *([_decode_mma("fp8wo.decode_mma", 2, 16, 128, target)] if target.startswith("sm") else []),
         _wo("fp8wo.decode", f8, 2, 0, 16, 64, 128),
         Spec(
             "dequant.int4",

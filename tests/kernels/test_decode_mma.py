@@ -53,7 +53,7 @@ def test_int4_one_hot_is_each_weight_exactly(gs):
 def test_int8_one_hot_is_each_weight_exactly():
     n, k = 40, 256
     q, s = affine.quantize_int8_symmetric(torch.randn(n, k, device=DEV) * 3, None)
-    q[0, :4] = torch.tensor([-128, 127, 0, -1], dtype=torch.int8)
+    q[0] = torch.arange(-128, 128, dtype=torch.int8)  # every code
     want = q.float() * s.reshape(-1, 1)
     for k0 in range(0, k, 16):
         x = torch.zeros(16, k, dtype=torch.bfloat16, device=DEV)
@@ -62,9 +62,27 @@ def test_int8_one_hot_is_each_weight_exactly():
         assert torch.equal(got.T, want[:, k0 : k0 + 16].to(OUT).float()), k0
 
 
+def test_fp8_one_hot_is_each_weight_exactly():
+    """Every finite e4m3fn code (subnormals, both zeros, +-448) comes out as its value."""
+    from aoq.formats import float8
+
+    n, k = 40, 256
+    q, s = float8.quantize_fp8(torch.randn(n, k, device=DEV) * 3, float8.Granularity.ROW)
+    bits = torch.arange(256, dtype=torch.int32)
+    bits = bits[(bits & 0x7F) != 0x7F].to(torch.uint8)  # all but the two NaN codes
+    q.view(torch.uint8)[0, : bits.numel()] = bits.to(DEV)
+    s = s.reshape(-1)
+    want = q.float() * s.reshape(-1, 1)
+    for k0 in range(0, k, 16):
+        x = torch.zeros(16, k, dtype=torch.bfloat16, device=DEV)
+        x[torch.arange(16), k0 + torch.arange(16)] = 1.0
+        got = _run(x, q, s, s, None, 1, WeightFormat.FP8).float()
+        assert torch.equal(got.T, want[:, k0 : k0 + 16].to(OUT).float()), k0
+
+
 @pytest.mark.parametrize("m", [1, 3, 16])
 @pytest.mark.parametrize("split", [1, 2, 3])
-@pytest.mark.parametrize("fmt", ["int4", "int8"])
+@pytest.mark.parametrize("fmt", ["int4", "int8", "fp8"])
 def test_matches_reference(m, split, fmt):
     """Random activations, unaligned N, a bias, K split in ranges (kernels/splitk.py): the
     reference's value up to float32 summation order and bf16 rounding."""
@@ -74,6 +92,12 @@ def test_matches_reference(m, split, fmt):
     if fmt == "int4":
         q, s, z = _int4(n, k, 128)
         groups, wfmt, zero = k // 128, WeightFormat.UINT4, z
+    elif fmt == "fp8":
+        from aoq.formats import float8
+
+        q, s = float8.quantize_fp8(torch.randn(n, k, device=DEV), float8.Granularity.ROW)
+        s = s.reshape(-1)
+        groups, wfmt, zero, z = 1, WeightFormat.FP8, s, None
     else:
         q, s = affine.quantize_int8_symmetric(torch.randn(n, k, device=DEV), None)
         groups, wfmt, zero, z = 1, WeightFormat.INT8, s, None
@@ -117,3 +141,6 @@ def test_serves_only_what_it_computes():
     assert not dm.serves(x, q, 16, WeightFormat.UINT4)  # groups of 16
     q8 = torch.zeros(8, 256, dtype=torch.int8, device=DEV)
     assert not dm.serves(x, q8, 2, WeightFormat.INT8)  # groupwise int8
+    f8 = torch.zeros(8, 256, device=DEV).to(torch.float8_e4m3fn)
+    assert dm.serves(x, f8, 1, WeightFormat.FP8)
+    assert not dm.serves(x, f8.to(torch.float8_e5m2), 1, WeightFormat.FP8)  # e4m3fn only
