@@ -138,7 +138,7 @@ def _decode_mma_kernel(
 ):  # fmt: skip
     """Program (n, s): outputs [16, BLOCK_N] over K range s. int4 (WFMT 1: zero points from
     z_ptr; 3: symmetric, q + 8 stored): GROUPS quantization groups a step; int8 (WFMT 0) and
-    fp8 (2, bits as uint8): per-channel scales. XQ: x holds int8
+    fp8 (2): per-channel scales. XQ: x holds int8
     codes (W4A8: exact in bf16, and a group's products sum exactly in float32), scaled by
     xs per row (STATIC: one scalar) at the end. SPLIT_K > 1 stores float32 partials for
     splitk.reduce_partials (which then applies int8's channel scale, xs and the bias)."""
@@ -181,6 +181,8 @@ def _decode_mma_kernel(
                 part = mma(xo, tl.trans(hi), part, UPCAST, "ieee")
                 acc += part * tl.load(s_ptr + sidx, mask=nmask, other=0.0)[None, :]
     else:
+        if WFMT == 2:  # float8 codes read as their bytes (the conversion is ours)
+            w_ptr = w_ptr.to(tl.pointer_type(tl.uint8))
         offs_k0 = tl.arange(0, BLOCK_K)
         wrows = w_ptr + offs_n.to(tl.int64)[:, None] * stride_wn + offs_k0[None, :]
         for k0 in range(k_lo, k_hi, BLOCK_K):
@@ -275,8 +277,6 @@ def decode_mma(
     per_sm = cfg.pop("per_sm", 4)
     per_channel = wfmt in (WeightFormat.INT8, WeightFormat.FP8)
     gs = 16 if per_channel else k // groups
-    if wfmt is WeightFormat.FP8:
-        qdata = qdata.view(torch.uint8)  # the kernel converts the bits itself
     bk = _step(k, gs, want)
     backend = backend_of(x.device)
     n_prog = triton.cdiv(n, bn)

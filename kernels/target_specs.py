@@ -119,7 +119,7 @@ def _int_act(name: str, int4: bool, gs: int, bm: int, bn: int, bk: int, **kw: An
 def _decode_mma(name: str, wfmt: int, gs: int, step: int, target: str) -> Spec:
     """kernels/decode_mma.py; its bf16-pair assembly is NVIDIA PTX (AMD runs the float path)."""
     sig = {
-        "x_ptr": "*bf16", "w_ptr": "*i8" if wfmt == 0 else "*u8", "s_ptr": "*fp32",
+        "x_ptr": "*bf16", "w_ptr": {0: "*i8", 2: "*fp8e4nv"}.get(wfmt, "*u8"), "s_ptr": "*fp32",
         "z_ptr": "*u8", "xs_ptr": "*fp32", "b_ptr": "*bf16", "y_ptr": "*bf16", "p_ptr": "*fp32",
     }  # fmt: skip
     sig.update({n: "i32" for n in ("M", "N", "K", "G", "K_SPLIT", "stride_xm", "stride_wn",
@@ -128,7 +128,7 @@ def _decode_mma(name: str, wfmt: int, gs: int, step: int, target: str) -> Spec:
         WFMT=wfmt, GROUP_SIZE=gs, GROUPS=step // gs, XQ=False, STATIC=False, HAS_BIAS=True,
         SPLIT_K=4, BLOCK_N=64, BLOCK_K=step, ASM=target.startswith("sm"), UPCAST=False,
     )  # fmt: skip
-    return Spec(name, "decode_mma", "_decode_mma_kernel", sig, ce)
+    return Spec(name, "decode_mma", "_decode_mma_kernel", sig, ce, fp8=wfmt == 2)
 
 
 def _splitk_specs() -> list[Spec]:
