@@ -126,7 +126,10 @@ its checks on it). An absolute bar, 100x above the fast path, so a loaded machin
 noise cannot flip the decision."""
 
 
-def _best_ms(fn: Callable[[], object], reps: int = 2) -> float:
+def _best_ms(fn: Callable[[], object], reps: int = 5) -> float:
+    """The fastest of up to ``reps`` calls, stopping at the first under SLOW_MS: a fast path
+    answers in one call; a slow verdict needs every call slow (one call descheduled on a
+    loaded machine flipped it once: a CPU test run beside an AOT compile of every kernel)."""
     best = float("inf")
     for _ in range(reps):
         t0 = time.perf_counter()
