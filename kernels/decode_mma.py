@@ -138,8 +138,8 @@ def _decode_mma_kernel(
 ):  # fmt: skip
     """Program (n, s): outputs [16, BLOCK_N] over K range s. int4 (WFMT 1: zero points from
     z_ptr; 3: symmetric, q + 8 stored): GROUPS quantization groups a step; int8 (WFMT 0) and
-    fp8 (2): per-channel scales. XQ: x holds int8 codes (on CUDA as bf16: _codes_to_bf16)
-    (W4A8: exact in bf16, and a group's products sum exactly in float32), scaled by
+    fp8 (2): per-channel scales. XQ: x holds int8
+    codes (on CUDA already as bf16: _codes_to_bf16) (W4A8: exact in bf16, and a group's products sum exactly in float32), scaled by
     xs per row (STATIC: one scalar) at the end. SPLIT_K > 1 stores float32 partials for
     splitk.reduce_partials (which then applies int8's channel scale, xs and the bias)."""
     pid_n = tl.program_id(0)
