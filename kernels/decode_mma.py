@@ -139,7 +139,7 @@ def _decode_mma_kernel(
     """Program (n, s): outputs [16, BLOCK_N] over K range s. int4 (WFMT 1: zero points from
     z_ptr; 3: symmetric, q + 8 stored): GROUPS quantization groups a step; int8 (WFMT 0) and
     fp8 (2): per-channel scales. XQ: x holds int8
-    codes (on CUDA already as bf16: _codes_to_bf16) (W4A8: exact in bf16, and a group's products sum exactly in float32), scaled by
+    codes (W4A8: exact in bf16, and a group's products sum exactly in float32), scaled by
     xs per row (STATIC: one scalar) at the end. SPLIT_K > 1 stores float32 partials for
     splitk.reduce_partials (which then applies int8's channel scale, xs and the bias)."""
     pid_n = tl.program_id(0)
@@ -223,25 +223,6 @@ stages, split 2/4/8) found nothing more than 0.5 us faster at any shape."""
 TILE[WeightFormat.FP8] = TILE[WeightFormat.INT8]
 
 
-@triton.jit
-def _codes_to_bf16_kernel(q_ptr, y_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    tl.store(y_ptr + offs, tl.load(q_ptr + offs, mask=mask, other=0).to(tl.bfloat16), mask=mask)
-
-
-def _codes_to_bf16(x: torch.Tensor) -> torch.Tensor:
-    """W4A8's int8 activation codes as bf16 (exact), converted once per call. In the kernel
-    each warp converts the whole 16-row x tile after reading it from shared memory in the
-    MMA's operand layout: at K = N = 8192 that was a third of the loop's instructions (880 a
-    256-code step against 265 a 128-code step for int4 weight-only)."""
-    x = x if x.is_contiguous() else x.contiguous()
-    y = torch.empty(x.shape, dtype=torch.bfloat16, device=x.device)
-    n = x.numel()
-    launch(_codes_to_bf16_kernel, (triton.cdiv(n, 4096),), x, y, n, BLOCK=4096, num_warps=4)
-    return y
-
-
 def _step(k: int, gs: int, want: int) -> int:
     """The K step: the largest power-of-two multiple of ``gs`` (int8: of 16) up to ``want``
     that divides K (no step runs past K: only N is masked)."""
@@ -301,8 +282,6 @@ def decode_mma(
     n_prog = triton.cdiv(n, bn)
     p = splitk.plan(y, backend, n_prog, k, bk, split, per_sm=per_sm)
     xq = x_scale is not None
-    if xq and x.dtype == torch.int8 and backend is Backend.CUDA:
-        x = _codes_to_bf16(x)
     launch(_decode_mma_kernel, (n_prog, p.split),
         x, qdata, scale, zero if zero is not None else scale,
         x_scale if xq else scale, bias if bias is not None else scale, y, p.partials,

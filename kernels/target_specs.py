@@ -325,14 +325,6 @@ def specs(target: str) -> list[Spec]:
         _wo("int8wo.decode", "*i8", 0, 0, 16, 64, 128),
         _decode_mma("int4wo.decode_mma", 1, 128, 128, target),
         _decode_mma("int8wo.decode_mma", 0, 16, 256, target),
-        Spec(
-            "w4a8.codes_to_bf16",
-            "decode_mma",
-            "_codes_to_bf16_kernel",
-            {"q_ptr": "*i8", "y_ptr": "*bf16", "n": "i32"},
-            {"BLOCK": 4096},
-            mma=False,
-        ),
         # fp8 decode_mma serves CUDA only (ROCm keeps the FMA decode below)
         *([_decode_mma("fp8wo.decode_mma", 2, 16, 128, target)] if target.startswith("sm") else []),
         _wo("fp8wo.decode", f8, 2, 0, 16, 64, 128),
