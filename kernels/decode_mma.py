@@ -25,7 +25,10 @@ the dequantization works on 32-bit registers holding two bf16 values:
   sign copied into the byte above; a shift by 4 and a mask leave sign, exponent and mantissa
   where bf16 keeps them, i.e. the bf16 of exponent e - 127 (subnormal codes included), and
   one multiply by 2**120 moves the exponent bias to e4m3's 7: exact for every finite code.
-  Per-channel scale as int8. (The FMA GEMV of weight_only.py took 24.7 us at K = N = 8192;
+  The two NaN codes come out as 480; ``aoq.formats.float8.quantize_fp8`` writes them only in
+  a row whose amax, hence scale, is NaN or infinite, so that output is not finite either way
+  (the reference's NaN; here NaN, or +-inf for a row holding an infinite weight). Per-channel
+  scale as int8. (The FMA GEMV of weight_only.py took 24.7 us at K = N = 8192;
   this kernel 21.1.)
 
 Under the interpreter (no inline assembly) the same values come from plain integer and
