@@ -5,7 +5,15 @@ of Python and launch time, an int4 weight-only linear through dispatch, the kern
 launcher and two Triton launches ~55 µs, while the GPU needs a few µs for a 1024 x 1024 layer
 (bench/host_profile.py). A plan is what one call did on the device: its launches through
 ``kernels/_launch.launch`` (compiled kernel, grid, arguments) and the buffers they wrote.
-Replaying it costs one allocation per buffer and one C launch per kernel.
+Replaying it costs two allocations (the result, and one workspace holding every other buffer
+the call allocated: an allocation is ~2.5 µs of host time, and W8A8 writes five buffers) and
+one C launch per kernel, with every tensor argument passed as its address: Triton's
+launcher, given a tensor, calls its ``data_ptr`` and then the driver
+(``cuPointerGetAttribute``) to check that the address is a device one, per tensor and
+launch. A plan's tensors were checked when it was recorded (the same weight, bias and
+device; buffers it allocates itself), and each replay first checks that the weight's and
+bias's tensors still have the addresses it recorded (``.data`` assignment keeps the object
+and moves the storage): if not, the key is recorded again.
 
 Keys, per weight: (M, dtype, device, the input's 16-byte alignment, the bias object), for
 eager calls (never under torch.compile) with M <= MAX_M. The first call of a key runs the
@@ -44,6 +52,7 @@ MAX_M = 16
 MAX_PLANS = 64
 """Keys kept per weight (dtypes x M x bias objects); a full cache is cleared."""
 ENABLED = os.environ.get("AOQ_PLANS", "1") != "0" and _launch is not None and _launch.ENABLED
+WORKSPACE_ALIGN = 256
 _ALLOCATIONS = (torch.ops.aten.empty.memory_format, torch.ops.aten.empty_strided.default)
 _ALIASES = (torch.ops.aten.detach.default, torch.ops.aten.alias.default)
 _SEEN = "seen once"
@@ -52,13 +61,14 @@ _SEEN = "seen once"
 class Plan:
     """A recorded call: ``buffers`` (shape, stride, dtype) to allocate, then ``launches`` of
     (bound kernel, grid, argument template, ((position, buffer index), ...)); buffer 0 is the
-    input, ``out`` the index of the result. ``selection``: (kernel name, fallback, reason,
-    platform) for provenance records; ``current``: the device the kernels were bound on;
-    ``bias``: the bias object (held, so the id in the key stays its own); ``generation``: the
-    kernel table's size when recorded."""
+    input, ``out`` the index of the result; the templates hold the weight's and bias's
+    tensors as addresses, ``keep`` those tensors with their addresses (:meth:`moved`).
+    ``selection``: (kernel name, fallback, reason, platform) for provenance records;
+    ``current``: the device the kernels were bound on; ``bias``: the bias object (held, so the
+    id in the key stays its own); ``generation``: the kernel table's size when recorded."""
 
     __slots__ = ("buffers", "launches", "out", "device", "current", "selection", "bias",
-                 "generation")  # fmt: skip
+                 "generation", "keep", "offsets", "workspace")  # fmt: skip
 
     def __init__(
         self,
@@ -69,6 +79,7 @@ class Plan:
         selection: tuple[Any, ...],
         bias: Any,
         generation: int,
+        keep: tuple[tuple[torch.Tensor, int], ...],
     ) -> None:
         self.buffers = buffers
         self.launches = launches
@@ -78,18 +89,43 @@ class Plan:
         self.selection = selection
         self.bias = bias
         self.generation = generation
+        self.keep = keep
+        self.offsets, self.workspace = _workspace(buffers, out)
+
+    def moved(self) -> bool:
+        """A kept tensor's storage is no longer at the recorded address."""
+        return any(t.data_ptr() != ptr for t, ptr in self.keep)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        bufs = [x]
-        for shape, stride, dtype in self.buffers:
-            bufs.append(torch.empty_strided(shape, stride, dtype=dtype, device=self.device))
+        shape, stride, dtype = self.buffers[self.out - 1]
+        y = torch.empty_strided(shape, stride, dtype=dtype, device=self.device)
+        base, ws = 0, None  # ws: alive until the launches are queued (then stream-ordered)
+        if self.workspace:
+            ws = torch.empty(self.workspace, dtype=torch.uint8, device=self.device)
+            base = ws.data_ptr()
+        addr = [x.data_ptr(), *(base + off for off in self.offsets)]
+        addr[self.out] = y.data_ptr()
         stream = _launch.driver.active.get_current_stream(self.current)
         for bound, grid, template, slots in self.launches:
             args = list(template)
             for pos, idx in slots:
-                args[pos] = bufs[idx]
+                args[pos] = addr[idx]
             bound(grid, stream, args)
-        return bufs[self.out]
+        del ws
+        return y
+
+
+def _workspace(buffers: list[tuple[Any, ...]], out: int) -> tuple[list[int], int]:
+    """Byte offsets of buffers 1.. in one workspace (the result's is unused: it is allocated
+    on its own), each 256-byte aligned (the kernels were bound on fresh, aligned buffers),
+    and the workspace's size."""
+    offsets, total = [], 0
+    for i, (shape, stride, dtype) in enumerate(buffers, 1):
+        offsets.append(total)
+        if i != out and 0 not in shape:
+            span = 1 + sum((n - 1) * st for n, st in zip(shape, stride, strict=True))
+            total += -(-span * dtype.itemsize // WORKSPACE_ALIGN) * WORKSPACE_ALIGN
+    return offsets, total
 
 
 class _Watch(TorchDispatchMode):
@@ -143,7 +179,7 @@ def _build(
             buffers.append((tuple(t.shape), t.stride(), t.dtype))
         return slot.get(id(t))
 
-    steps = []
+    steps, keep = [], {}
     for bound, grid, args in launches:
         template, slots = list(args), []
         for pos, a in enumerate(args):
@@ -153,13 +189,16 @@ def _build(
             if idx is not None:
                 template[pos] = None
                 slots.append((pos, idx))
-            elif id(a) not in own:
+            elif id(a) in own:
+                template[pos] = a.data_ptr()
+                keep[id(a)] = (a, template[pos])
+            else:
                 return f"launch argument {pos} is not the input, a fresh buffer or the weight's"
         steps.append((bound, grid, tuple(template), tuple(slots)))
     out = index(y) if isinstance(y, torch.Tensor) else None
     if out is None or out == 0:
         return "the result is not a fresh buffer"
-    return Plan(buffers, steps, out, x.device, selection, bias, generation)
+    return Plan(buffers, steps, out, x.device, selection, bias, generation, tuple(keep.values()))
 
 
 def _key(x: torch.Tensor, bias: Any) -> tuple[Any, ...]:
@@ -172,10 +211,14 @@ def lookup(weight: Any, x: torch.Tensor, bias: Any, generation: int) -> Plan | N
     plans = weight.__dict__.get("_plans")
     if not plans or x.shape[0] > MAX_M:
         return None
-    plan = plans.get(_key(x, bias))
+    key = _key(x, bias)
+    plan = plans.get(key)
     if type(plan) is not Plan or plan.bias is not bias or plan.generation != generation:
         return None
     if _launch._hooks_installed() or _launch.driver.active.get_current_device() != plan.current:
+        return None
+    if plan.moved():  # record this key again
+        del plans[key]
         return None
     return plan
 

@@ -3,6 +3,7 @@ launches and fresh buffers; a replay substitutes the input and new buffers into 
 recorded launches; on a GPU every config's replay gives the normal path's bits, under
 traces, CUDA graphs and new input alignments."""
 
+import ctypes
 import types
 
 import pytest
@@ -21,15 +22,22 @@ class _Driver:
     active = types.SimpleNamespace(get_current_device=lambda: 0, get_current_stream=lambda d: 7)
 
 
+def _at(ptr, n):
+    """The n float32 at a CPU address, as a tensor over that memory."""
+    return torch.frombuffer((ctypes.c_float * n).from_address(ptr), dtype=torch.float32)
+
+
 class _Bound(plans._launch._Bound):
-    """A bound launch whose 'kernel' writes 2 * x + w into y (args: x, w, y, n)."""
+    """A bound launch whose 'kernel' writes 2 * x + w into y (args: x, w, y, n; each a tensor
+    or, as a plan passes them, an address)."""
 
     def __init__(self):
         self.function, self.metadata, self.tail, self.grid = "fn", "meta", ("TAIL",), None
-        self.calls = []
+        self.direct, self.calls = None, []
 
     def run(self, g0, g1, g2, stream, function, metadata, m, enter, exit_, x, w, y, n, *tail):
-        self.calls.append(((g0, g1, g2), stream, tail))
+        self.calls.append(((g0, g1, g2), stream, tail, [type(a) for a in (x, w, y)]))
+        x, w, y = (_at(a, n) if isinstance(a, int) else a.reshape(-1) for a in (x, w, y))
         y.copy_(2 * x + w)
 
 
@@ -66,7 +74,34 @@ def test_a_plan_replays_its_launches_on_new_inputs_and_buffers(fake_driver):
     x2 = torch.randn(1, 8)
     y2 = plan(x2)
     assert y2 is not y and torch.equal(y2, 2 * x2 + w)  # the input and a new buffer
-    assert bound.calls[-1] == ((2, 1, 1), 7, ("TAIL",))
+    assert bound.calls[-1] == ((2, 1, 1), 7, ("TAIL",), [int, int, int])  # as addresses
+
+
+def test_intermediate_buffers_live_in_one_workspace(fake_driver):
+    x, w, bound = torch.randn(1, 8), torch.randn(1, 8), _Bound()
+
+    def body(launches):  # t1 = 2x + w, t2 = 2 t1 + w, y = 2 t2 + w
+        t1, t2, y = torch.empty(1, 8), torch.empty(1, 8), torch.empty(1, 8)
+        for a, b in ((x, t1), (t1, t2), (t2, y)):
+            launches.append((bound, (1, 1, 1), (a, w, b, 8)))
+        return y
+
+    y, launches, watch = _record(x, _weight(w), None, body)
+    plan = plans._build(x, _weight(w), None, y, watch, launches, ("sel",), 3)
+    assert plan.out == 3 and plan.offsets[:2] == [0, 256] and plan.workspace == 512
+    x2 = torch.randn(1, 8)
+    assert torch.equal(plan(x2), 2 * (2 * (2 * x2 + w) + w) + w)
+
+
+def test_a_plan_sees_the_weight_storage_move(fake_driver):
+    x, w, bound = torch.randn(1, 8), torch.randn(1, 8), _Bound()
+    y, launches, watch = _record(x, _weight(w), None, _one_launch(x, w, bound))
+    plan = plans._build(x, _weight(w), None, y, watch, launches, ("sel",), 3)
+    assert not plan.moved()
+    w.copy_(torch.randn(1, 8))  # new values, same storage: the plan holds
+    assert not plan.moved() and torch.equal(plan(x), 2 * x + w)
+    w.data = torch.randn(1, 8)  # the same object over another storage
+    assert plan.moved()
 
 
 @pytest.mark.parametrize(
@@ -191,3 +226,24 @@ def test_replays_capture_into_cuda_graphs_and_rekey_on_alignment():
             got = F.linear(shifted, w, b)
         assert len(plans.explain(w)) == 2
         assert torch.equal(got, _normal(w, shifted.clone(), b))
+
+
+@gpu
+def test_a_bias_moved_by_data_assignment_is_recorded_again():
+    lin = aoq.quantize_(
+        nn.Linear(1024, 1024, device="cuda", dtype=torch.bfloat16), aoq.Int8WeightOnlyConfig()
+    )
+    w, b = lin.weight, lin.bias
+    x = torch.randn(1, 1024, device="cuda", dtype=torch.bfloat16)
+    with torch.no_grad():
+        for _ in range(3):
+            F.linear(x, w, b)
+        assert list(plans.explain(w).values())[0].startswith("plan (")
+        b.data = torch.randn_like(b)  # same Parameter object, new storage
+        got = F.linear(x, w, b)  # the plan sees the move: the normal path, key seen anew
+        assert list(plans.explain(w).values()) == [plans._SEEN]
+        assert torch.equal(got, _normal(w, x, b))
+        for _ in range(3):
+            got = F.linear(x, w, b)
+        assert list(plans.explain(w).values())[0].startswith("plan (")
+        assert torch.equal(got, _normal(w, x, b))
