@@ -290,7 +290,7 @@ def specs(target: str) -> list[Spec]:
     }
     return [
         Spec(
-            "act_quant.int8_row", "act_quant", "_act_quant_kernel", act, act_ce, warps=8, mma=False
+            "act_quant.int8_row", "act_quant", "_act_quant_kernel", act, act_ce, warps=4, mma=False
         ),
         Spec(
             "act_quant.fp8_row",
@@ -298,7 +298,7 @@ def specs(target: str) -> list[Spec]:
             "_act_quant_kernel",
             {**act, "q_ptr": f8},
             {**act_ce, "MODE": 3, "QMAX": 240.0 if target == "gfx942" else 448.0},
-            warps=8,
+            warps=4,
             fp8=True,
             mma=False,
         ),
@@ -308,7 +308,7 @@ def specs(target: str) -> list[Spec]:
             "_row_amax_kernel",
             {"x_ptr": "*bf16", "out_ptr": "*fp32", "M": "i32", "K": "i32", "stride_xm": "i32"},
             dict(BLOCK_M=1, BLOCK_K=4096),
-            warps=8,
+            warps=4,
             mma=False,
         ),
         Spec(
