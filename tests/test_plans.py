@@ -203,8 +203,8 @@ def test_weight_only_decode_is_planned_and_traced():
     assert plans.lookup(lin.weight, x, None, len(dispatch._IMPLS)) is not None
 
 
-@gpu
-def test_replays_capture_into_cuda_graphs_and_rekey_on_alignment():
+def _planned_int8_layer():
+    """(weight, bias, x) of an int8 weight-only Linear(1024, 1024) with x's plan recorded."""
     lin = aoq.quantize_(
         nn.Linear(1024, 1024, device="cuda", dtype=torch.bfloat16), aoq.Int8WeightOnlyConfig()
     )
@@ -213,6 +213,13 @@ def test_replays_capture_into_cuda_graphs_and_rekey_on_alignment():
     with torch.no_grad():
         for _ in range(3):
             F.linear(x, w, b)
+    return w, b, x
+
+
+@gpu
+def test_replays_capture_into_cuda_graphs_and_rekey_on_alignment():
+    w, b, x = _planned_int8_layer()
+    with torch.no_grad():
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             y = F.linear(x, w, b)
@@ -230,14 +237,8 @@ def test_replays_capture_into_cuda_graphs_and_rekey_on_alignment():
 
 @gpu
 def test_a_bias_moved_by_data_assignment_is_recorded_again():
-    lin = aoq.quantize_(
-        nn.Linear(1024, 1024, device="cuda", dtype=torch.bfloat16), aoq.Int8WeightOnlyConfig()
-    )
-    w, b = lin.weight, lin.bias
-    x = torch.randn(1, 1024, device="cuda", dtype=torch.bfloat16)
+    w, b, x = _planned_int8_layer()
     with torch.no_grad():
-        for _ in range(3):
-            F.linear(x, w, b)
         assert list(plans.explain(w).values())[0].startswith("plan (")
         b.data = torch.randn_like(b)  # same Parameter object, new storage
         got = F.linear(x, w, b)  # the plan sees the move: the normal path, key seen anew
