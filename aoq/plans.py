@@ -111,7 +111,6 @@ class Plan:
             for pos, idx in slots:
                 args[pos] = addr[idx]
             bound(grid, stream, args)
-        del ws
         return y
 
 

@@ -252,9 +252,6 @@ def _mx_cast_dim0_kernel(
                 st.store_fp6(p, stride_or, qt, m)
 
 
-_FP8_TY = {MXElem.FP8_E4M3: tl.float8e4nv, MXElem.FP8_E5M2: tl.float8e5}
-
-
 def _has_fp8_cvt(device: torch.device) -> bool:
     """NVIDIA sm90+: Triton converts float32 to e4m3 / e5m2 in one instruction (RNE). Not
     sm89: there it goes through float16 (cvt.rn.satfinite.e4m3x2.f16x2), a double rounding
@@ -273,36 +270,6 @@ def _has_pair_ops(device: torch.device) -> bool:
 def _nvidia_sm90(index: int) -> bool:
     """Asked once per device: every launch asks, and eager casts are host-bound."""
     return torch.version.hip is None and torch.cuda.get_device_capability(index) >= (9, 0)
-
-
-@functools.cache
-def _elem_constants(elem: MXElem, rule: ScaleRounding, hw_fp8: bool) -> dict[str, object]:
-    """The element format as kernel constexprs (see _codes / _qdq / _shared_exp)."""
-    s = elem.spec
-    is_int = elem is MXElem.INT8
-    emin = 1 - s.bias  # exponent of the first normal binade (and of the subnormal step)
-    shift = 23 - s.mbits
-    mant_max = round((s.max_normal / 2.0**s.emax - 1) * 2**s.mbits)
-    maxn_bits = int(torch.tensor(s.max_normal, dtype=torch.bfloat16).view(torch.int16))
-    assert float(torch.tensor(maxn_bits, dtype=torch.int16).view(torch.bfloat16)) == s.max_normal
-    return dict(
-        MBITS=s.mbits,
-        BIAS=s.bias,
-        MAXN_BITS=maxn_bits,  # bf16 bits (the PACKED path's constants)
-        MIN_BITS=(127 + emin) << 7,
-        BITS=s.bits,
-        SHIFT=shift,
-        MIN_NORMAL_BITS=(127 + emin) << 23,
-        ELEM_SCALE=2.0 ** (s.bias - 127),
-        MAX_CODE=127 if is_int else ((s.emax + s.bias) << s.mbits) | mant_max,
-        MAX_NORMAL=s.max_normal,
-        EMAX=s.emax,
-        MAX_FRAC=int(torch.tensor(s.max_normal).view(torch.int32)) & 0x7FFFFF,
-        RCEIL=rule is ScaleRounding.RCEIL,
-        IS_INT=is_int,
-        HW_FP8=hw_fp8,
-        FP8_TY=_FP8_TY.get(elem, tl.float8e4nv),
-    )
 
 
 def mx_cast_triton(
@@ -331,7 +298,7 @@ def mx_cast_triton(
             f"the Triton MX cast takes block sizes 8, 16, ..., 256, got {block_size}; "
             "torch.ops.aoq.mx_cast runs the reference for the others"
         )
-    hw = (_has_fp8_cvt(x.device) if hw_fp8 is None else hw_fp8) and elem in _FP8_TY
+    hw = (_has_fp8_cvt(x.device) if hw_fp8 is None else hw_fp8) and elem in st.FP8_TY
     asm = _has_pair_ops(x.device)
     pair_ok = x.dtype == torch.bfloat16 and not hw and (dim == 1 or x.shape[1] % 2 == 0)
     if packed and not pair_ok:
@@ -357,7 +324,7 @@ def mx_cast_triton(
     if x.numel():
         vec = min(16 // x.element_size(), block_size)
         tile = tile or cast_tile(dim, shape, block_size, elem, vec)
-        consts = dict(_elem_constants(elem, rule, hw))  # a copy: the cache's stays whole
+        consts = dict(st.elem_constants(elem, rule, hw))  # a copy: the cache's stays whole
         consts.update(PACKED=pairs, ASM=asm)
         pack = 1 if qdq else PACK_GROUP.get(elem.spec.bits, 1)
         _launch(x, out, scale, dim, block_size, qdq, tile, vec, pack, consts)

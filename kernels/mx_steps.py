@@ -16,10 +16,48 @@ satfinite), two elements per instruction.
 
 from __future__ import annotations
 
+import functools
+
+import torch
 import triton
 import triton.language as tl
 
+from aoq.formats.mx import MXElem, ScaleRounding
+
 FRAC_MASK = tl.constexpr(0x7FFFFF)  # kernels read globals only as constexprs
+FP8_TY = {MXElem.FP8_E4M3: tl.float8e4nv, MXElem.FP8_E5M2: tl.float8e5}
+"""The float8 elements Triton converts to in one instruction (sm90+)."""
+
+
+@functools.cache
+def elem_constants(elem: MXElem, rule: ScaleRounding, hw_fp8: bool) -> dict[str, object]:
+    """The element format as the casts' constexprs (the steps below and mx_packed.py read
+    them; ``HW_FP8``: fp8 through the hardware conversion, sm90+)."""
+    s = elem.spec
+    is_int = elem is MXElem.INT8
+    emin = 1 - s.bias  # exponent of the first normal binade (and of the subnormal step)
+    shift = 23 - s.mbits
+    mant_max = round((s.max_normal / 2.0**s.emax - 1) * 2**s.mbits)
+    maxn_bits = int(torch.tensor(s.max_normal, dtype=torch.bfloat16).view(torch.int16))
+    assert float(torch.tensor(maxn_bits, dtype=torch.int16).view(torch.bfloat16)) == s.max_normal
+    return dict(
+        MBITS=s.mbits,
+        BIAS=s.bias,
+        MAXN_BITS=maxn_bits,  # bf16 bits (the PACKED path's constants)
+        MIN_BITS=(127 + emin) << 7,
+        BITS=s.bits,
+        SHIFT=shift,
+        MIN_NORMAL_BITS=(127 + emin) << 23,
+        ELEM_SCALE=2.0 ** (s.bias - 127),
+        MAX_CODE=127 if is_int else ((s.emax + s.bias) << s.mbits) | mant_max,
+        MAX_NORMAL=s.max_normal,
+        EMAX=s.emax,
+        MAX_FRAC=int(torch.tensor(s.max_normal).view(torch.int32)) & 0x7FFFFF,
+        RCEIL=rule is ScaleRounding.RCEIL,
+        IS_INT=is_int,
+        HW_FP8=hw_fp8,
+        FP8_TY=FP8_TY.get(elem, tl.float8e4nv),
+    )
 
 
 @triton.jit

@@ -206,16 +206,16 @@ def mx_cast_spec(name: str, dim: int, elem: str, target: str) -> Spec:
     """An MX cast (kernels/mx_cast.py) of bf16 at its default tile for 8192 x 8192, fp8
     through the float8 conversion where Triton emits it directly (sm90+). Budget: the scale
     bytes' layout conversion (<= 512 B); the data never passes through shared memory."""
-    from aoq.kernels import mx_cast
+    from aoq.kernels import mx_steps
     from aoq.kernels.mx_ops import PACK_GROUP, Dim1Tile, default_tile
 
     from aoq.formats.mx import MXElem, ScaleRounding
 
     e = MXElem(elem)
-    hw = target in ("sm90", "sm100") and e in mx_cast._FP8_TY
+    hw = target in ("sm90", "sm100") and e in mx_steps.FP8_TY
     ce: dict[str, Any] = dict(QDQ=False, BLOCK=32, VEC=8, EVEN=True)
     ce.update(
-        PACK=PACK_GROUP.get(e.spec.bits, 1), **mx_cast._elem_constants(e, ScaleRounding.RCEIL, hw)
+        PACK=PACK_GROUP.get(e.spec.bits, 1), **mx_steps.elem_constants(e, ScaleRounding.RCEIL, hw)
     )
     pairs = target in ("sm90", "sm100") and not hw  # bf16x2 / u16x2 instructions (PTX 8.0)
     ce.update(PACKED=pairs, ASM=pairs)
