@@ -238,6 +238,7 @@ def save_checkpoint(
         "digests": state_digests(q.state_dict()),
         "output_tol": output_tol,
         "ran": ran,
+        "threads": torch.get_num_threads(),
         "inject": case.inject,
     }
     (out_dir / "spec.json").write_text(json.dumps(spec))

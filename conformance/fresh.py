@@ -14,17 +14,20 @@ case:
 
 Same device: every stored tensor and the output are bit-identical to what the worker saw; an
 output that is not says which kernel and which autotuned Triton configs ran here and in the
-saving process. Across devices: tensors bit-identical, output within the output tolerance of
-the float64 oracle. Each check's metrics carry its seconds.
+saving process. The output is computed with the saving process's torch thread count: a CPU
+matmul's summation order depends on how many threads split it, and checkers and workers
+get different shares of the cores. Across devices: tensors bit-identical, output within the
+output tolerance of the float64 oracle. Each check's metrics carry its seconds.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -52,13 +55,26 @@ def _meta_linear(spec: dict[str, Any]) -> nn.Linear:
         return nn.Linear(spec["k"], spec["n"], bias=True, dtype=DTYPES[spec["dtype"]])
 
 
+@contextlib.contextmanager
+def _threads(n: int | None) -> Iterator[None]:
+    """torch's intra-op threads set to ``n`` (the saving process's count) for the block."""
+    before = torch.get_num_threads()
+    if n:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def _same(
     check: str, m: nn.Module, spec: dict[str, Any], io: dict[str, torch.Tensor]
 ) -> CheckResult:
     diff = digest_diff(spec["digests"], state_digests(m.state_dict()))
     if diff:
         return verdict(check, False, diff)
-    with torch.no_grad(), aoq.trace_kernels() as trace, launches() as configs:
+    threads = _threads(spec.get("threads"))
+    with torch.no_grad(), threads, aoq.trace_kernels() as trace, launches() as configs:
         y = m(io["x"])
     kernel = trace.records[0].kernel if trace.records else None
     if bit_equal(y, io["y"]):

@@ -1,5 +1,6 @@
 import subprocess
 import sys
+import warnings
 
 import pytest
 import torch
@@ -102,6 +103,35 @@ def test_misaligned_weight_falls_back_instead_of_crashing():
     with aoq.trace_kernels() as trace:
         lin(torch.randn(2, 128))
     assert trace.records[0].fallback and "aligned" in trace.records[0].reason
+
+
+def test_int8pack_check_reads_no_address_of_a_fake_weight():
+    """torch 2.11's dynamo runs F.linear on fake tensors with is_compiling() unset: the
+    alignment check must not ask a fake tensor for its address (conformance's compile check
+    failed on the GPU image with "Cannot access data pointer of Tensor")."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from aoq.tensors import int8 as int8_tensors
+
+    lin = aoq.quantize_(nn.Linear(128, 48), aoq.Int8WeightOnlyConfig())
+    mode = FakeTensorMode()
+    w, x = mode.from_tensor(lin.weight), mode.from_tensor(torch.randn(2, 128))
+    with warnings.catch_warnings():  # torch 2.13 warns ("Accessing the data pointer of
+        warnings.simplefilter("error")  # FakeTensor is deprecated") and returns 0
+        assert int8_tensors._int8pack_check(x, w, None) is None
+
+
+def test_int8pack_op_copies_a_misaligned_weight():
+    """The opaque op (what a compiled graph calls) gets no dispatch check: it copies."""
+    from aoq.tensors import cpu_ops
+
+    q = torch.randint(-128, 128, (48, 128), dtype=torch.int8)
+    buf = torch.empty(q.numel() + 40, dtype=torch.int8)
+    view = buf[40:].view(48, 128)
+    view.copy_(q)
+    assert view.data_ptr() % 64
+    x, s = torch.randn(2, 128), torch.rand(48)
+    assert torch.equal(cpu_ops.weight_int8pack_mm(x, view, s), cpu_ops.weight_int8pack_mm(x, q, s))
 
 
 def test_fp8_rows_depend_on_the_activation_dtype():

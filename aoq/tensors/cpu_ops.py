@@ -13,8 +13,14 @@ import torch
 
 @torch.library.custom_op("aoq::cpu_weight_int8pack_mm", mutates_args=(), device_types="cpu")
 def weight_int8pack_mm(x: torch.Tensor, qdata: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
-    """torch._weight_int8pack_mm(x [M, K], qdata int8 [N, K], scale [N] in x.dtype)."""
-    return torch._weight_int8pack_mm(x.contiguous(), qdata.contiguous(), scale.contiguous())
+    """torch._weight_int8pack_mm(x [M, K], qdata int8 [N, K], scale [N] in x.dtype). The op
+    reads the weight in 64-byte blocks, past the end of a storage that is not 64-byte aligned:
+    eager dispatch refuses such a weight (tensors/int8.py), but a compiled graph reaches here
+    without that check, so a misaligned weight is copied (the allocator aligns to 64)."""
+    q = qdata.contiguous()
+    if q.data_ptr() % 64:
+        q = q.clone()
+    return torch._weight_int8pack_mm(x.contiguous(), q, scale.contiguous())
 
 
 @weight_int8pack_mm.register_fake

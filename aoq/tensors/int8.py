@@ -10,6 +10,7 @@ Attrs: act (ActQuant.NONE | INT8_DYNAMIC | INT8_STATIC), config_id, config_json.
 from __future__ import annotations
 
 import torch
+from torch._subclasses.fake_tensor import is_fake
 
 from aoq.dispatch import Scheme, kernel
 from aoq.formats import affine
@@ -85,6 +86,12 @@ def _int8wo_reference(x: torch.Tensor, w: Int8Tensor, bias: torch.Tensor | None)
     return ref.weight_only_linear(x, affine.dequantize_symmetric(w.qdata, w.scale), fb)
 
 
+def _traced(t: torch.Tensor) -> bool:
+    """A fake tensor (torch.compile's tracing: no address; ``is_compiling`` is not set while
+    torch 2.11's dynamo runs a node on fake tensors) or a compiled region."""
+    return torch.compiler.is_compiling() or is_fake(t)
+
+
 def _int8pack_check(x: torch.Tensor, w: Int8Tensor, bias: torch.Tensor | None) -> str | None:
     if x.dtype not in CPU_FLOAT_DTYPES:
         return f"{x.dtype} input (the op takes bf16, fp16 or fp32)"
@@ -92,7 +99,7 @@ def _int8pack_check(x: torch.Tensor, w: Int8Tensor, bias: torch.Tensor | None) -
         return "groupwise scales (the op takes one scale per output channel)"
     if x.dtype == torch.bfloat16 and w.shape[1] % 16:
         return f"bf16 input with K={w.shape[1]} not a multiple of 16 (the op crashes there)"
-    if not torch.compiler.is_compiling() and w.qdata.data_ptr() % 64:
+    if not _traced(w.qdata) and w.qdata.data_ptr() % 64:
         return "weight storage is not 64-byte aligned (the op would read out of bounds)"
     if x.dtype != w.dtype or "int8pack_scale" not in w.derived():
         return f"{x.dtype} input but the scales were prepared for the model dtype {w.dtype}"

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 from torch import nn
 
@@ -73,15 +74,17 @@ def test_launches_records_the_triton_config_of_each_autotuned_kernel():
         "    lin(torch.randn(32, 64))\n"
         "with launches() as none:\n"
         "    pass\n"
-        "print(json.dumps([t.records[0].kernel, got, none]))\n"
+        "print(json.dumps([t.records[0].kernel, got, none, t.records[0].reason]))\n"
     )
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(REPO)}
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO
     )
     assert out.returncode == 0, out.stderr
-    kernel, got, none = json.loads(out.stdout.splitlines()[-1])
-    assert kernel == "triton.fp8.prefill"
+    kernel, got, none, reason = json.loads(out.stdout.splitlines()[-1])
+    if reason and "numpy >= 2.4" in reason:  # aoq.kernels._common's own check (GPU image)
+        pytest.skip("this machine's numpy is too new for triton 3.6's interpreter (#9171)")
+    assert kernel == "triton.fp8.prefill", reason
     (name,) = got
     assert name.startswith("fp8_mm._fp8_mm_kernel[interpret,prefill]") and "BLOCK_M" in got[name]
     assert none == {}
@@ -91,3 +94,24 @@ def test_launches_without_triton_kernels_is_empty():
     with launches() as got:
         aoq.quantize_(nn.Linear(64, 32), aoq.Int8WeightOnlyConfig())(torch.randn(2, 64))
     assert got == {}
+
+
+def test_the_checker_computes_with_the_saving_process_thread_count():
+    """A CPU matmul's summation order depends on its thread count, and checkers get a
+    different share of the cores than workers: the output is computed with the saver's."""
+    seen = []
+
+    class Probe(nn.Linear):
+        def forward(self, x):
+            seen.append(torch.get_num_threads())
+            return super().forward(x)
+
+    m = Probe(8, 4)
+    x = torch.randn(2, 8)
+    with torch.no_grad():
+        io = {"x": x, "y": m(x)}
+    before = torch.get_num_threads()
+    saver = 1 if before > 1 else 2
+    spec = {"digests": state_digests(m.state_dict()), "threads": saver}
+    assert fresh._same("save_load", m, spec, io).status == "pass"
+    assert seen[-1] == saver and torch.get_num_threads() == before
