@@ -126,42 +126,47 @@ def _int_act_mm_kernel(
 def _w4a8_gemv_kernel(
     xq_ptr, xs_ptr, xz_ptr, w_ptr, s_ptr, b_ptr, bq_ptr, gstar_ptr, y_ptr, p_ptr,
     N, K, G, K_SPLIT,
-    GROUP_SIZE: tl.constexpr, ASYM: tl.constexpr, STATIC: tl.constexpr, HAS_BIAS: tl.constexpr,
-    HAS_BIAS_INT: tl.constexpr, SPLIT_K: tl.constexpr, BLOCK_N: tl.constexpr,
+    GROUP_SIZE: tl.constexpr, GROUPS: tl.constexpr, ASYM: tl.constexpr, STATIC: tl.constexpr,
+    HAS_BIAS: tl.constexpr, HAS_BIAS_INT: tl.constexpr, SPLIT_K: tl.constexpr,
+    BLOCK_N: tl.constexpr,
 ):  # fmt: skip
-    """W4A8 at M == 1 without the matrix units: one quantization group per loop step, in
+    """W4A8 at M == 1 without the matrix units: GROUPS quantization groups a loop step, in
     float32 FMAs whose group sums are exact integers (|q·x| <= 8 * 128 and a group of <= 2**14
-    codes stays below 2**24), so every group sum equals the int32 accumulator of the MMA path
-    and the float epilogue repeats the reference's operations in order. Codes are not
-    interleaved: low nibbles meet the even activations, high nibbles the odd ones."""
+    codes stays below 2**24), so every group sum equals the int32 accumulator of the MMA path;
+    the float epilogue repeats the reference's operations (groups summed in another order:
+    float32 rounding only). Codes are not interleaved: low nibbles meet the even activations,
+    high nibbles the odd ones."""
+    HALF: tl.constexpr = GROUP_SIZE * GROUPS // 2  # bytes of a row per step
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     nmask = offs_n < N
-    offs_h = 2 * tl.arange(0, GROUP_SIZE // 2)
-    w_rows = (
-        w_ptr + offs_n.to(tl.int64)[:, None] * (K // 2) + tl.arange(0, GROUP_SIZE // 2)[None, :]
-    )
+    offs_h = 2 * tl.arange(0, HALF)
+    offs_g = tl.arange(0, GROUPS)
+    w_rows = w_ptr + offs_n.to(tl.int64)[:, None] * (K // 2) + tl.arange(0, HALF)[None, :]
+    s_rows = s_ptr + offs_n.to(tl.int64)[:, None] * G + offs_g[None, :]
     bq = tl.load(bq_ptr + offs_n, mask=nmask & HAS_BIAS_INT, other=0)
     gstar = tl.load(gstar_ptr + offs_n, mask=nmask & HAS_BIAS_INT, other=-1)
     if ASYM:
         xz = tl.load(xz_ptr).to(tl.float32)
     accf = tl.zeros((BLOCK_N,), dtype=tl.float32)
     k_lo = pid_k * K_SPLIT
-    for k0 in range(k_lo, tl.minimum(K, k_lo + K_SPLIT), GROUP_SIZE):
+    for k0 in range(k_lo, tl.minimum(K, k_lo + K_SPLIT), 2 * HALF):
         p = tl.load(w_rows + k0 // 2, mask=nmask[:, None], other=0x88).to(tl.int32)
         lo = exact_float(p & 0xF, 0) - (MAGIC + 8.0)
         hi = exact_float(p >> 4, 0) - (MAGIC + 8.0)
         xe = tl.load(xq_ptr + k0 + offs_h).to(tl.float32)
         xo = tl.load(xq_ptr + k0 + offs_h + 1).to(tl.float32)
-        gsum = tl.sum(lo * xe[None, :] + hi * xo[None, :], axis=1)
+        prod = tl.reshape(lo * xe[None, :] + hi * xo[None, :], (BLOCK_N, GROUPS, GROUP_SIZE // 2))
+        gsum = tl.sum(prod, axis=2)  # [BLOCK_N, GROUPS]
         if ASYM:
-            gsum -= xz * tl.sum(lo + hi, axis=1)
+            gsum -= xz * tl.sum(tl.reshape(lo + hi, (BLOCK_N, GROUPS, GROUP_SIZE // 2)), axis=2)
         g = k0 // GROUP_SIZE
         if HAS_BIAS_INT:
-            gsum += tl.where(gstar == g, bq, 0).to(tl.float32)
-        ws = tl.load(s_ptr + offs_n.to(tl.int64) * G + g, mask=nmask, other=0.0)
-        accf += gsum * ws
+            mine = gstar[:, None] == (g + offs_g)[None, :]
+            gsum += tl.where(mine, bq[:, None], 0).to(tl.float32)
+        ws = tl.load(s_rows + g, mask=nmask[:, None], other=0.0)
+        accf += tl.sum(gsum * ws, axis=1)
     if SPLIT_K > 1:
         tl.store(p_ptr + pid_k.to(tl.int64) * N + offs_n, accf, mask=nmask)
     else:
@@ -171,8 +176,23 @@ def _w4a8_gemv_kernel(
         tl.store(y_ptr + offs_n, y.to(y_ptr.dtype.element_ty), mask=nmask)
 
 
-GEMV_BLOCK_N = 128
-"""W4A8 GEMV rows per program: 128 rows x one group (16 bytes at group 32) per loop step."""
+GEMV_TILE = {"BLOCK_N": 32, "STEP_K": 128, "num_warps": 2, "per_sm": 16}
+"""W4A8 GEMV: rows per program, K per loop step (whole groups: the largest power-of-two
+multiple of the group up to STEP_K that divides K), warps, split-K target programs per SM.
+From 26 tiles timed on an H200 (session 8, group 32, act quant included, graph replays):
+one group of 128 rows a step took 38.8 us at K = N = 8192 and 34.4 at 4096 x 14336; four
+groups of 32 rows on 2 warps 29.0 and 26.1 (64-byte row segments a step instead of 16, and
+one 16-byte load of a row's four scales instead of four 4-byte ones). Wider steps (256, 512)
+or more rows (64, 128) were 1-20 % slower, per_sm 8 17-25 % slower."""
+
+
+def _gemv_groups(k: int, gs: int, want: int) -> int:
+    """Groups per GEMV step: a power of two, at most ``want // gs``, dividing K // gs."""
+    groups = 1
+    while gs * groups * 2 <= want and (k // gs) % (groups * 2) == 0:
+        groups *= 2
+    return groups
+
 
 _TUNED: dict[tuple, object] = {}
 
@@ -241,12 +261,14 @@ def int_act_mm_triton(
     )  # fmt: skip
     backend = backend_of(xq.device)
     if Strategy(strategy) is Strategy.DECODE and m == 1 and int4 and gs <= 1 << 14:
-        n_prog = triton.cdiv(n, GEMV_BLOCK_N)
-        p = splitk.plan(y, backend, n_prog, k, gs, split, per_sm=16)
+        bn, want, warps, per_sm = (GEMV_TILE[key] for key in GEMV_TILE)
+        step_groups = _gemv_groups(k, gs, want)
+        n_prog = triton.cdiv(n, bn)
+        p = splitk.plan(y, backend, n_prog, k, gs * step_groups, split, per_sm=per_sm)
         flags.pop("INT4"), flags.pop("PER_CHANNEL"), flags.pop("UPCAST"), flags.pop("PRECISION")
         launch(_w4a8_gemv_kernel, (n_prog, p.split),
-            *args, y, p.partials, n, k, groups, p.k_split, SPLIT_K=p.split, BLOCK_N=GEMV_BLOCK_N,
-            num_warps=4, **flags,
+            *args, y, p.partials, n, k, groups, p.k_split, GROUPS=step_groups, SPLIT_K=p.split,
+            BLOCK_N=bn, num_warps=warps, **flags,
         )  # fmt: skip
         if p.split > 1:
             splitk.reduce_partials(p.partials, y, row_scale=x_scale, bias=bias)

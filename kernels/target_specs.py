@@ -150,8 +150,8 @@ def _splitk_specs() -> list[Spec]:
         "K_SPLIT": "i32",
     }
     gemv_ce = dict(
-        GROUP_SIZE=32, ASYM=False, STATIC=False, HAS_BIAS=True, HAS_BIAS_INT=False, SPLIT_K=4,
-        BLOCK_N=128,
+        GROUP_SIZE=32, GROUPS=4, ASYM=False, STATIC=False, HAS_BIAS=True, HAS_BIAS_INT=False,
+        SPLIT_K=4, BLOCK_N=32,
     )  # fmt: skip
     red_sig = {
         "part_ptr": "*fp32",
@@ -197,7 +197,9 @@ def _splitk_specs() -> list[Spec]:
             mma=False,
         ),  # fmt: skip
         Spec("int8wo.gemv_words", "gemv", "_gemv_words_kernel", words_sig, int8_words, mma=False),
-        Spec("w4a8.gemv", "int_act_mm", "_w4a8_gemv_kernel", gemv_sig, gemv_ce, mma=False),
+        Spec(
+            "w4a8.gemv", "int_act_mm", "_w4a8_gemv_kernel", gemv_sig, gemv_ce, warps=2, mma=False
+        ),  # fmt: skip
         Spec("splitk.reduce", "splitk", "_reduce_kernel", red_sig, red_ce, mma=False),
     ]
 

@@ -163,6 +163,29 @@ def test_int_act_decode_split_k(m, mode, split):
             assert max_rel_error(want, got) < 1e-6
 
 
+@pytest.mark.parametrize("mode", [0, 1, 2], ids=["sym", "asym", "static"])
+@pytest.mark.parametrize("step", [64, 128, 256])
+def test_w4a8_gemv_steps_of_several_groups(monkeypatch, mode, step):
+    """The M = 1 GEMV reads several groups a step (STEP_K): each group's sum, zero-point
+    term, static bias group and scale stay its own, with K split or not."""
+    monkeypatch.setitem(ia.GEMV_TILE, "STEP_K", step)
+    monkeypatch.setitem(ia.GEMV_TILE, "BLOCK_N", 32)
+    w = torch.randn(80, 1024)
+    x = torch.randn(1, 1024)
+    xq, xs, xz = aq.quantize_int8_act(x, mode, torch.tensor(0.035))
+    zero = xz if mode == 1 else None
+    bias_int = torch.randint(-999, 999, (80,), dtype=torch.int32) if mode == 2 else None
+    bias = None if mode == 2 else torch.randn(80)
+    q4, s4 = affine.quantize_int4_symmetric(w, 32)
+    wq = pack_uint4(q4 + 8)
+    want = ia.int_act_mm(xq, xs, zero, wq, s4, bias, bias_int, torch.float32, 0)
+    for split in (1, 3):
+        got = ia.int_act_mm_triton(xq, xs, zero, wq, s4, bias, bias_int, torch.float32, 0, split)
+        assert max_rel_error(want, got) < 1e-6, split
+    assert ia._gemv_groups(1024, 32, step) == step // 32
+    assert ia._gemv_groups(32 * 6, 32, 128) == 2  # 6 groups: steps of 2 divide K
+
+
 @pytest.mark.parametrize("split", [1, 3])
 def test_word_gemv_int8_and_int4(monkeypatch, split):
     """kernels/gemv.py serves int4 at M=1; its int8 branch (not dispatched, slower there on
