@@ -226,15 +226,6 @@ stages, split 2/4/8) found nothing more than 0.5 us faster at any shape."""
 TILE[WeightFormat.FP8] = TILE[WeightFormat.INT8]
 
 
-def _step(k: int, gs: int, want: int) -> int:
-    """The K step: the largest power-of-two multiple of ``gs`` (int8: of 16) up to ``want``
-    that divides K (no step runs past K: only N is masked)."""
-    step = gs
-    while step * 2 <= want and k % (step * 2) == 0:
-        step *= 2
-    return step
-
-
 def serves(x: torch.Tensor, qdata: torch.Tensor, groups: int, wfmt: WeightFormat) -> bool:
     """M <= 16 rows of bf16 activations (int8 codes for W4A8's symmetric int4), contiguous;
     int4 groups of 32..256 (powers of two); per-channel int8 or float8 e4m3fn with K a
@@ -280,7 +271,7 @@ def decode_mma(
     per_sm = cfg.pop("per_sm", 4)
     per_channel = wfmt in (WeightFormat.INT8, WeightFormat.FP8)
     gs = 16 if per_channel else k // groups
-    bk = _step(k, gs, want)
+    bk = splitk.k_step(k, gs, want)
     backend = backend_of(x.device)
     n_prog = triton.cdiv(n, bn)
     p = splitk.plan(y, backend, n_prog, k, bk, split, per_sm=per_sm)

@@ -186,14 +186,6 @@ one 16-byte load of a row's four scales instead of four 4-byte ones). Wider step
 or more rows (64, 128) were 1-20 % slower, per_sm 8 17-25 % slower."""
 
 
-def _gemv_groups(k: int, gs: int, want: int) -> int:
-    """Groups per GEMV step: a power of two, at most ``want // gs``, dividing K // gs."""
-    groups = 1
-    while gs * groups * 2 <= want and (k // gs) % (groups * 2) == 0:
-        groups *= 2
-    return groups
-
-
 _TUNED: dict[tuple, object] = {}
 
 
@@ -261,14 +253,14 @@ def int_act_mm_triton(
     )  # fmt: skip
     backend = backend_of(xq.device)
     if Strategy(strategy) is Strategy.DECODE and m == 1 and int4 and gs <= 1 << 14:
-        bn, want, warps, per_sm = (GEMV_TILE[key] for key in GEMV_TILE)
-        step_groups = _gemv_groups(k, gs, want)
+        bn = GEMV_TILE["BLOCK_N"]
+        step = splitk.k_step(k, gs, GEMV_TILE["STEP_K"])
         n_prog = triton.cdiv(n, bn)
-        p = splitk.plan(y, backend, n_prog, k, gs * step_groups, split, per_sm=per_sm)
+        p = splitk.plan(y, backend, n_prog, k, step, split, per_sm=GEMV_TILE["per_sm"])
         flags.pop("INT4"), flags.pop("PER_CHANNEL"), flags.pop("UPCAST"), flags.pop("PRECISION")
         launch(_w4a8_gemv_kernel, (n_prog, p.split),
-            *args, y, p.partials, n, k, groups, p.k_split, GROUPS=step_groups, SPLIT_K=p.split,
-            BLOCK_N=bn, num_warps=warps, **flags,
+            *args, y, p.partials, n, k, groups, p.k_split, GROUPS=step // gs, SPLIT_K=p.split,
+            BLOCK_N=bn, num_warps=GEMV_TILE["num_warps"], **flags,
         )  # fmt: skip
         if p.split > 1:
             splitk.reduce_partials(p.partials, y, row_scale=x_scale, bias=bias)

@@ -107,6 +107,15 @@ def _ranges(
     return triton.cdiv(k, k_split), k_split
 
 
+def k_step(k: int, align: int, want: int) -> int:
+    """A decode loop's K step: the largest power-of-two multiple of ``align`` (a quantization
+    group, or 16) up to ``want`` that divides K (no step runs past K: only N is masked)."""
+    step = align
+    while step * 2 <= want and k % (step * 2) == 0:
+        step *= 2
+    return step
+
+
 def k_per_split(k: int, split: int, k_align: int) -> int:
     """The length of each K range: K / split rounded up to a multiple of ``k_align``."""
     return triton.cdiv(triton.cdiv(k, split), k_align) * k_align

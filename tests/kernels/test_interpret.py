@@ -10,6 +10,7 @@ import pytest
 import torch
 from aoq.kernels import act_quant as aq
 from aoq.kernels import int_act_mm as ia
+from aoq.kernels import splitk
 from aoq.kernels import weight_only as wo
 from aoq.kernels._common import INTERPRET
 
@@ -182,8 +183,8 @@ def test_w4a8_gemv_steps_of_several_groups(monkeypatch, mode, step):
     for split in (1, 3):
         got = ia.int_act_mm_triton(xq, xs, zero, wq, s4, bias, bias_int, torch.float32, 0, split)
         assert max_rel_error(want, got) < 1e-6, split
-    assert ia._gemv_groups(1024, 32, step) == step // 32
-    assert ia._gemv_groups(32 * 6, 32, 128) == 2  # 6 groups: steps of 2 divide K
+    assert splitk.k_step(1024, 32, step) == step
+    assert splitk.k_step(32 * 6, 32, 128) == 64  # 6 groups: steps of 2 divide K
 
 
 @pytest.mark.parametrize("split", [1, 3])
