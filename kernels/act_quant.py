@@ -182,14 +182,25 @@ def _tensor_scale_kernel(amax_ptr, s_ptr, M, QMAX: tl.constexpr, BLOCK: tl.const
     tl.store(s_ptr, tl.maximum(tl.div_rn(amax, QMAX), TINY_F32, propagate_nan=tl.PropagateNan.ALL))
 
 
+ONE_ROW_CAP = 8192
+"""Features a program keeps in registers when there are many rows (4 warps, 64 a thread)."""
+FEW_ROWS = 16
+"""Up to this many rows (decode), a row of up to 65536 features is read once: 64 values a
+thread on up to 32 warps. One program a row cannot hide the latency of a second pass:
+at M = 1, K = 14336 (two 8192-wide tiles read twice) the launch took ~6 us of a W4A8 decode
+against ~2.5 at K = 8192 (H200, session 9)."""
+
+
 def _blocks(m: int, k: int) -> tuple[int, int, int]:
-    """(BLOCK_M, BLOCK_K, num_warps): a whole row per step up to 8192 features (read once,
-    kept in registers), and at least ~4096 elements per program for wide rows of short K.
-    4 warps (up to 64 values a thread): at 8192 x 8192 on an H200, 8 warps took 6 % (int8
-    symmetric) and 9 % (asymmetric) longer, 16 warps 13 % and 17 % (session 7 probe)."""
-    bk = min(triton.next_power_of_2(max(k, 16)), 8192)
+    """(BLOCK_M, BLOCK_K, num_warps): a whole row per step up to ONE_ROW_CAP features (read
+    once, kept in registers; more for FEW_ROWS), and at least ~4096 elements per program
+    for wide rows of short K. 4 warps (up to 64 values a thread) for many rows: at
+    8192 x 8192 on an H200, 8 warps took 6 % (int8 symmetric) and 9 % (asymmetric) longer,
+    16 warps 13 % and 17 % (session 7 probe)."""
+    cap = 1 << 16 if m <= FEW_ROWS else ONE_ROW_CAP
+    bk = min(triton.next_power_of_2(max(k, 16)), cap)
     bm = max(1, min(4096 // bk, triton.next_power_of_2(max(m, 1))))
-    return bm, bk, 4
+    return bm, bk, max(4, bk // 2048)
 
 
 def quantize_int8_act_triton(

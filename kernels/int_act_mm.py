@@ -21,11 +21,13 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+from aoq.kernels import decode_mma as dm
 from aoq.kernels import splitk
 from aoq.kernels._common import (
     FLOAT_DTYPES,
     MAGIC,
     Strategy,
+    WeightFormat,
     backend_of,
     check_2d,
     epilogue,
@@ -38,8 +40,11 @@ from aoq.kernels._common import (
 from aoq.kernels._launch import launch
 from aoq.kernels.configs import autotune, decode_tile, fit_group, mm_configs
 
+from aoq.backends import Backend
 from aoq.formats import linear as ref
 from aoq.formats.packing import unpack_uint4
+
+W4 = WeightFormat.INT4_SYM
 
 
 @triton.jit
@@ -122,45 +127,99 @@ def _int_act_mm_kernel(
              PER_CHANNEL, True, STATIC, HAS_BIAS)  # fmt: skip
 
 
+_DP4A = tl.constexpr("dp4a.u32.s32 $0, $1, $2, $3;")
+"""$3 + the sum of four products: unsigned bytes of $1 times signed bytes of $2."""
+_EVEN_ODD = tl.constexpr("""{
+prmt.b32 $0, $2, $3, 0x6420;
+prmt.b32 $1, $2, $3, 0x7531;
+}""")
+"""Words $2 = x[8j..8j+3], $3 = x[8j+4..8j+7] -> (x[8j], x[8j+2], x[8j+4], x[8j+6]) and the
+odd ones: the activations that meet a word's low and high nibbles."""
+
+
+@triton.jit
+def _dp4a(a, b, c):
+    return tl.inline_asm_elementwise(_DP4A, "=r,r,r,r", [a, b, c], dtype=tl.int32, is_pure=True,
+                                     pack=1)  # fmt: skip
+
+
 @triton.jit
 def _w4a8_gemv_kernel(
     xq_ptr, xs_ptr, xz_ptr, w_ptr, s_ptr, b_ptr, bq_ptr, gstar_ptr, y_ptr, p_ptr,
     N, K, G, K_SPLIT,
     GROUP_SIZE: tl.constexpr, GROUPS: tl.constexpr, ASYM: tl.constexpr, STATIC: tl.constexpr,
     HAS_BIAS: tl.constexpr, HAS_BIAS_INT: tl.constexpr, SPLIT_K: tl.constexpr,
-    BLOCK_N: tl.constexpr,
+    BLOCK_N: tl.constexpr, ASM: tl.constexpr,
 ):  # fmt: skip
-    """W4A8 at M == 1 without the matrix units: GROUPS quantization groups a loop step, in
-    float32 FMAs whose group sums are exact integers (|q·x| <= 8 * 128 and a group of <= 2**14
-    codes stays below 2**24), so every group sum equals the int32 accumulator of the MMA path;
-    the float epilogue repeats the reference's operations (groups summed in another order:
-    float32 rounding only). Codes are not interleaved: low nibbles meet the even activations,
-    high nibbles the odd ones."""
+    """W4A8 at M == 1 without the matrix units: GROUPS quantization groups a loop step.
+
+    ASM (CUDA): the codes stay integers. A 32-bit word holds 8 codes; masking its low and high
+    nibbles gives two words of four unsigned bytes (q + 8), and one ``dp4a`` each multiplies
+    them by four int8 activations and adds to an int32: 5 instructions for 8 codes. A group's
+    sum is Σ (q + 8) x − 8 Σ x, the int32 the MMA path accumulates.
+    Otherwise (the interpreter, ROCm): float32 FMAs whose group sums are the same exact
+    integers (|q·x| <= 8 * 128 and a group of <= 2**14 codes stays below 2**24).
+    Either way the float epilogue repeats the reference's operations (groups summed in
+    another order: float32 rounding only). Codes are not interleaved: low nibbles meet the
+    even activations, high nibbles the odd ones."""
     HALF: tl.constexpr = GROUP_SIZE * GROUPS // 2  # bytes of a row per step
+    WORDS: tl.constexpr = HALF // 4
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     nmask = offs_n < N
     offs_h = 2 * tl.arange(0, HALF)
     offs_g = tl.arange(0, GROUPS)
-    w_rows = w_ptr + offs_n.to(tl.int64)[:, None] * (K // 2) + tl.arange(0, HALF)[None, :]
+    if ASM:  # 32-bit words (the launcher checked their alignment)
+        w_rows = (
+            w_ptr.to(tl.pointer_type(tl.int32))
+            + offs_n.to(tl.int64)[:, None] * (K // 8)
+            + tl.arange(0, WORDS)[None, :]
+        )
+        x_words = xq_ptr.to(tl.pointer_type(tl.int32)) + tl.arange(0, 2 * WORDS)
+    else:
+        w_rows = w_ptr + offs_n.to(tl.int64)[:, None] * (K // 2) + tl.arange(0, HALF)[None, :]
     s_rows = s_ptr + offs_n.to(tl.int64)[:, None] * G + offs_g[None, :]
     bq = tl.load(bq_ptr + offs_n, mask=nmask & HAS_BIAS_INT, other=0)
     gstar = tl.load(gstar_ptr + offs_n, mask=nmask & HAS_BIAS_INT, other=-1)
     if ASYM:
-        xz = tl.load(xz_ptr).to(tl.float32)
+        xz = tl.load(xz_ptr)  # int32
     accf = tl.zeros((BLOCK_N,), dtype=tl.float32)
     k_lo = pid_k * K_SPLIT
     for k0 in range(k_lo, tl.minimum(K, k_lo + K_SPLIT), 2 * HALF):
-        p = tl.load(w_rows + k0 // 2, mask=nmask[:, None], other=0x88).to(tl.int32)
-        lo = exact_float(p & 0xF, 0) - (MAGIC + 8.0)
-        hi = exact_float(p >> 4, 0) - (MAGIC + 8.0)
-        xe = tl.load(xq_ptr + k0 + offs_h).to(tl.float32)
-        xo = tl.load(xq_ptr + k0 + offs_h + 1).to(tl.float32)
-        prod = tl.reshape(lo * xe[None, :] + hi * xo[None, :], (BLOCK_N, GROUPS, GROUP_SIZE // 2))
-        gsum = tl.sum(prod, axis=2)  # [BLOCK_N, GROUPS]
-        if ASYM:
-            gsum -= xz * tl.sum(tl.reshape(lo + hi, (BLOCK_N, GROUPS, GROUP_SIZE // 2)), axis=2)
+        if ASM:
+            p = tl.load(w_rows + k0 // 8, mask=nmask[:, None], other=0x08080808)
+            lo = p & 0x0F0F0F0F
+            hi = (p >> 4) & 0x0F0F0F0F
+            xa, xb = tl.split(tl.reshape(tl.load(x_words + k0 // 4), (WORDS, 2)))
+            xe, xo = tl.inline_asm_elementwise(
+                _EVEN_ODD, "=r,=r,r,r", [xa, xb], dtype=(tl.int32, tl.int32), is_pure=True,
+                pack=1,
+            )  # fmt: skip
+            ones = tl.full((WORDS,), 0x01010101, tl.int32)
+            xsum = _dp4a(ones, xe, _dp4a(ones, xo, tl.zeros_like(xe)))
+            xsum = tl.sum(tl.reshape(xsum, (GROUPS, WORDS // GROUPS)), axis=1)
+            dots = _dp4a(hi, xo[None, :], _dp4a(lo, xe[None, :], tl.zeros_like(p)))
+            isum = tl.sum(tl.reshape(dots, (BLOCK_N, GROUPS, WORDS // GROUPS)), axis=2)
+            isum -= 8 * xsum[None, :]
+            if ASYM:  # Σ (q + 8) over the group, less 8 per code
+                ones2 = tl.full(p.shape, 0x01010101, tl.int32)
+                qsum = _dp4a(hi, ones2, _dp4a(lo, ones2, tl.zeros_like(p)))
+                qsum = tl.sum(tl.reshape(qsum, (BLOCK_N, GROUPS, WORDS // GROUPS)), axis=2)
+                isum -= xz * (qsum - 8 * GROUP_SIZE)
+            gsum = isum.to(tl.float32)
+        else:
+            pb = tl.load(w_rows + k0 // 2, mask=nmask[:, None], other=0x88).to(tl.int32)
+            lo = exact_float(pb & 0xF, 0) - (MAGIC + 8.0)
+            hi = exact_float(pb >> 4, 0) - (MAGIC + 8.0)
+            xe = tl.load(xq_ptr + k0 + offs_h).to(tl.float32)
+            xo = tl.load(xq_ptr + k0 + offs_h + 1).to(tl.float32)
+            prod = tl.reshape(lo * xe[None, :] + hi * xo[None, :],
+                              (BLOCK_N, GROUPS, GROUP_SIZE // 2))  # fmt: skip
+            gsum = tl.sum(prod, axis=2)  # [BLOCK_N, GROUPS]
+            if ASYM:
+                lh = tl.reshape(lo + hi, (BLOCK_N, GROUPS, GROUP_SIZE // 2))
+                gsum -= xz.to(tl.float32) * tl.sum(lh, axis=2)
         g = k0 // GROUP_SIZE
         if HAS_BIAS_INT:
             mine = gstar[:, None] == (g + offs_g)[None, :]
@@ -176,14 +235,14 @@ def _w4a8_gemv_kernel(
         tl.store(y_ptr + offs_n, y.to(y_ptr.dtype.element_ty), mask=nmask)
 
 
-GEMV_TILE = {"BLOCK_N": 32, "STEP_K": 128, "num_warps": 2, "per_sm": 16}
+GEMV_TILE = {"BLOCK_N": 64, "STEP_K": 256, "num_warps": 2, "per_sm": 8}
 """W4A8 GEMV: rows per program, K per loop step (whole groups: the largest power-of-two
 multiple of the group up to STEP_K that divides K), warps, split-K target programs per SM.
-From 26 tiles timed on an H200 (session 8, group 32, act quant included, graph replays):
-one group of 128 rows a step took 38.8 us at K = N = 8192 and 34.4 at 4096 x 14336; four
-groups of 32 rows on 2 warps 29.0 and 26.1 (64-byte row segments a step instead of 16, and
-one 16-byte load of a row's four scales instead of four 4-byte ones). Wider steps (256, 512)
-or more rows (64, 128) were 1-20 % slower, per_sm 8 17-25 % slower."""
+Session 8 (float32 path, group 32, act quant included, graph replays on an H200): four
+groups of 32 rows on 2 warps, 29.0 us at K = N = 8192 and 26.1 at 4096 x 14336 (one group
+of 128 rows: 38.8 and 34.4). Session 9 (``dp4a``, 16 tiles): this tile 18.7, 16.8 and 21.5
+at 14336 x 4096; the old one 21.3, 18.9 and 23.9; no tile was best on all three shapes,
+none beat this one by more than 0.6 us, and 128-code steps of 64 or 128 rows lost 2-4 us."""
 
 
 _TUNED: dict[tuple, object] = {}
@@ -258,12 +317,19 @@ def int_act_mm_triton(
         n_prog = triton.cdiv(n, bn)
         p = splitk.plan(y, backend, n_prog, k, step, split, per_sm=GEMV_TILE["per_sm"])
         flags.pop("INT4"), flags.pop("PER_CHANNEL"), flags.pop("UPCAST"), flags.pop("PRECISION")
+        words = backend is Backend.CUDA and xq.data_ptr() % 4 == 0 and wq.data_ptr() % 4 == 0
         launch(_w4a8_gemv_kernel, (n_prog, p.split),
             *args, y, p.partials, n, k, groups, p.k_split, GROUPS=step // gs, SPLIT_K=p.split,
-            BLOCK_N=bn, num_warps=GEMV_TILE["num_warps"], **flags,
+            BLOCK_N=bn, ASM=words, num_warps=GEMV_TILE["num_warps"], **flags,
         )  # fmt: skip
         if p.split > 1:
             splitk.reduce_partials(p.partials, y, row_scale=x_scale, bias=bias)
+        return y.to(out_dtype)
+    sym = x_zero is None and bias_int is None
+    if Strategy(strategy) is Strategy.DECODE and int4 and sym and dm.serves(xq, wq, groups, W4):
+        # 2 <= M <= 16 on the bf16 matrix-unit decode (exact codes and group sums): 39 us
+        # against this kernel's 46 at K = N = 8192, M = 16 (H200, session 9)
+        dm.decode_mma(xq, wq, ws, None, bias, y, groups, W4, split, x_scale=x_scale)
         return y.to(out_dtype)
     if Strategy(strategy) is Strategy.DECODE and m <= 16:
         # tile and split by rule (configs.decode_tile, splitk.split_k): no timing autotune

@@ -131,8 +131,9 @@ def _decode_mma(name: str, wfmt: int, gs: int, step: int, target: str) -> Spec:
     return Spec(name, "decode_mma", "_decode_mma_kernel", sig, ce, fp8=wfmt == 2)
 
 
-def _splitk_specs() -> list[Spec]:
-    """The GEMVs (no matrix instructions) and the split-K reduction."""
+def _splitk_specs(target: str) -> list[Spec]:
+    """The GEMVs (no matrix instructions) and the split-K reduction. The W4A8 GEMV's integer
+    dot products are NVIDIA PTX (``dp4a``); AMD compiles its float path."""
     gemv_sig = {
         "xq_ptr": "*i8",
         "xs_ptr": "*fp32",
@@ -150,8 +151,8 @@ def _splitk_specs() -> list[Spec]:
         "K_SPLIT": "i32",
     }
     gemv_ce = dict(
-        GROUP_SIZE=32, GROUPS=4, ASYM=False, STATIC=False, HAS_BIAS=True, HAS_BIAS_INT=False,
-        SPLIT_K=4, BLOCK_N=32,
+        GROUP_SIZE=32, GROUPS=8, ASYM=False, STATIC=False, HAS_BIAS=True, HAS_BIAS_INT=False,
+        SPLIT_K=4, BLOCK_N=64, ASM=target.startswith("sm"),
     )  # fmt: skip
     red_sig = {
         "part_ptr": "*fp32",
@@ -340,7 +341,7 @@ def specs(target: str) -> list[Spec]:
         ),
         _int_act("w8a8.prefill", False, 0, 128, 128, 128, warps=8),
         _int_act("w4a8.decode", True, 32, 16, 64, 32),
-        *_splitk_specs(),
+        *_splitk_specs(target),
         Spec("fp8.prefill", "fp8_mm", "_fp8_mm_kernel", fp8_sig, fp8_ce, warps=8, fp8=True),
         mx_cast_spec("mx_cast.dim0.fp8_e4m3", 0, "fp8_e4m3", target),
         mx_cast_spec("mx_cast.dim1.fp8_e4m3", 1, "fp8_e4m3", target),

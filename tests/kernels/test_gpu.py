@@ -98,6 +98,35 @@ def test_w8a8_bit_exact_vs_cpu(m):
         assert bit_equal(got.cpu(), ia.int_act_mm(xq, xs, None, q, s, None, None, torch.float32, 0))
 
 
+@pytest.mark.parametrize("mode", [0, 1, 2], ids=["sym", "asym", "static"])
+@pytest.mark.parametrize("split", [1, 3])
+def test_w4a8_decode_integer_paths(mode, split):
+    """M = 1: the dp4a GEMV's group sums are the float path's exact integers, so the two
+    agree bit for bit (the float path runs when the codes are not 4-byte aligned); M = 5:
+    the bf16 matrix-unit decode. Both against the reference."""
+    from aoq.formats.packing import pack_uint4
+
+    w = torch.randn(80, 1024)
+    q4, s4 = affine.quantize_int4_symmetric(w, 32)
+    wq = pack_uint4(q4 + 8).cuda()
+    bias_int = torch.randint(-999, 999, (80,), dtype=torch.int32) if mode == 2 else None
+    bias = None if mode == 2 else torch.randn(80)
+    for m in (1, 5):
+        xq, xs, xz = aq.quantize_int8_act(torch.randn(m, 1024), mode, torch.tensor(0.035))
+        zero = xz if mode == 1 else None
+        want = ia.int_act_mm(xq, xs, zero, pack_uint4(q4 + 8), s4, bias, bias_int,
+                             torch.float32, 0)  # fmt: skip
+        given = (xq, xs, zero, wq, s4, bias, bias_int, torch.float32, 0, split)
+        args = [a.cuda() if isinstance(a, torch.Tensor) else a for a in given]
+        got = ia.int_act_mm_triton(*args)
+        assert max_rel_error(want, got.cpu()) < 1e-6, m
+        if m == 1:
+            odd = torch.empty(1028, dtype=torch.int8, device="cuda")[1:1025].view(1, 1024)
+            odd.copy_(args[0])
+            assert odd.data_ptr() % 4 != 0
+            assert bit_equal(got, ia.int_act_mm_triton(odd, *args[1:]))
+
+
 def test_opcheck_cuda():
     from test_ops import OPCHECK_TESTS, _cases
 

@@ -45,7 +45,9 @@ DTYPES = [torch.bfloat16, torch.float16, torch.float32]
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("shape", [(1, 64), (37, 200), (3, 9000), (1100, 24), (0, 64)], ids=str)
+@pytest.mark.parametrize(
+    "shape", [(1, 64), (37, 200), (3, 9000), (20, 9000), (1100, 24), (0, 64)], ids=str
+)
 def test_act_quant_bit_exact(dtype, shape):
     x = torch.randn(shape, dtype=dtype) * 3
     if x.numel():
@@ -162,6 +164,40 @@ def test_int_act_decode_split_k(m, mode, split):
             assert bit_equal(got, want)
         else:
             assert max_rel_error(want, got) < 1e-6
+
+
+def test_act_quant_tiles():
+    """Decode rows (few) are read once up to 65536 features, 64 values a thread; many rows
+    keep 8192-wide tiles on 4 warps (two passes beyond: (20, 9000) above)."""
+    assert aq._blocks(1, 14336) == (1, 16384, 8)
+    assert aq._blocks(16, 65536) == (1, 65536, 32)
+    assert aq._blocks(1, 70000)[1] == 65536  # two passes
+    assert aq._blocks(17, 14336) == (1, 8192, 4)
+    assert aq._blocks(4096, 8192) == (1, 8192, 4)
+    assert aq._blocks(1, 4096) == (1, 4096, 4)
+
+
+@pytest.mark.parametrize("mode", [0, 1, 2], ids=["sym", "asym", "static"])
+def test_w4a8_small_m_routes_symmetric_codes_to_decode_mma(monkeypatch, mode):
+    """2 <= M <= 16: symmetric activations without an int32 bias go to the bf16 matrix-unit
+    decode (kernels/decode_mma.py, exact group sums); the zero-point and static-bias forms
+    stay on the int8 MMA kernel. Both match the reference."""
+    from aoq.kernels import decode_mma as dm
+
+    calls = []
+    real = dm.decode_mma
+    monkeypatch.setattr(dm, "decode_mma", lambda *a, **k: calls.append(1) or real(*a, **k))
+    w, x = torch.randn(80, 1024), torch.randn(5, 1024)
+    xq, xs, xz = aq.quantize_int8_act(x, mode, torch.tensor(0.035))
+    zero = xz if mode == 1 else None
+    bias_int = torch.randint(-999, 999, (80,), dtype=torch.int32) if mode == 2 else None
+    q4, s4 = affine.quantize_int4_symmetric(w, 32)
+    wq = pack_uint4(q4 + 8)
+    bias = None if mode == 2 else torch.randn(80)
+    want = ia.int_act_mm(xq, xs, zero, wq, s4, bias, bias_int, torch.float32, 0)
+    got = ia.int_act_mm_triton(xq, xs, zero, wq, s4, bias, bias_int, torch.float32, 0)
+    assert len(calls) == (1 if mode == 0 else 0)
+    assert max_rel_error(want, got) < 1e-6
 
 
 @pytest.mark.parametrize("mode", [0, 1, 2], ids=["sym", "asym", "static"])
