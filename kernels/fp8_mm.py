@@ -18,6 +18,7 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+from aoq.kernels import splitk
 from aoq.kernels._common import (
     FLOAT_DTYPES,
     INTERPRET,
@@ -28,7 +29,7 @@ from aoq.kernels._common import (
     out_dtype_for,
 )
 from aoq.kernels._launch import launch
-from aoq.kernels.configs import autotune, mm_configs
+from aoq.kernels.configs import autotune, decode_tile, mm_configs
 
 from aoq.formats import float8
 from aoq.formats import linear as ref
@@ -36,11 +37,14 @@ from aoq.formats import linear as ref
 
 @triton.jit
 def _fp8_mm_kernel(
-    x_ptr, xs_ptr, w_ptr, ws_ptr, b_ptr, y_ptr,
-    M, N, K, stride_xm, stride_wn, stride_ym, M_KEY,
+    x_ptr, xs_ptr, w_ptr, ws_ptr, b_ptr, y_ptr, p_ptr,
+    M, N, K, K_SPLIT, stride_xm, stride_wn, stride_ym, M_KEY,
     X_ROW: tl.constexpr, W_ROW: tl.constexpr, HAS_BIAS: tl.constexpr, WIDEN: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    SPLIT_K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
 ):  # fmt: skip
+    """Program (n, m, s) covers K range s (K_SPLIT long; the whole of K when SPLIT_K == 1).
+    With SPLIT_K > 1 it stores its float32 partial and splitk.reduce_partials sums the
+    partials in order, scales and adds the bias."""
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(1)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -50,7 +54,12 @@ def _fp8_mm_kernel(
     x_rows = x_ptr + offs_m.to(tl.int64)[:, None] * stride_xm
     w_cols = w_ptr + offs_n.to(tl.int64)[None, :] * stride_wn
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k0 in range(0, K, BLOCK_K):
+    k_lo = 0
+    k_hi = K
+    if SPLIT_K > 1:  # prefill keeps the plain 0..K loop (the pipeliner's best case)
+        k_lo = tl.program_id(2) * K_SPLIT
+        k_hi = tl.minimum(K, k_lo + K_SPLIT)
+    for k0 in range(k_lo, k_hi, BLOCK_K):
         offs_k = k0 + tl.arange(0, BLOCK_K)
         kmask = offs_k < K
         xt = tl.load(x_rows + offs_k[None, :], mask=mmask[:, None] & kmask[None, :], other=0.0)
@@ -62,6 +71,10 @@ def _fp8_mm_kernel(
             acc = tl.dot(xt.to(tl.bfloat16), wt.to(tl.bfloat16), acc)
         else:
             acc = tl.dot(xt, wt, acc, max_num_imprecise_acc=BLOCK_K)
+    if SPLIT_K > 1:
+        part = p_ptr + tl.program_id(2).to(tl.int64) * M * N + offs_m.to(tl.int64)[:, None] * N
+        tl.store(part + offs_n[None, :], acc, mask=mmask[:, None] & nmask[None, :])
+        return
     if X_ROW:
         acc = acc * tl.load(xs_ptr + offs_m, mask=mmask, other=0.0)[:, None]
     else:
@@ -108,9 +121,11 @@ def fp8_mm_triton(
     bias: torch.Tensor | None,
     out_dtype: torch.dtype,
     strategy: int,
+    split: int | None = None,
 ) -> torch.Tensor:
     """Triton launcher of ``aoq::fp8_mm``. x_scale [M, 1] (per row) or [1] (per tensor);
-    w_scale [N, 1] or [1]."""
+    w_scale [N, 1] or [1]. Decode (M <= 16) runs a tile chosen by rule with K split across
+    programs (splitk.py; ``split`` forces it, for tests); prefill is autotuned."""
     _check(xq, wq, out_dtype)
     backend_of(xq.device)
     m, k = xq.shape
@@ -120,15 +135,32 @@ def fp8_mm_triton(
         return y.to(out_dtype)
     widen = 2 if INTERPRET else (1 if out_dtype == torch.float32 else 0)
     xs, ws = x_scale.contiguous(), w_scale.contiguous()
+    flags = dict(X_ROW=xs.dim() == 2, W_ROW=ws.dim() == 2, HAS_BIAS=bias is not None, WIDEN=widen)
+    b = bias if bias is not None else ws
+    if Strategy(strategy) is Strategy.DECODE and m <= 16:
+        # without a split, N / BLOCK_N programs stream all of K each: 64 programs for
+        # N = 4096 left an H200 at 34 us for K = 14336 (fp8wo's split decode: 19.5)
+        cfg = decode_tile(backend_of(xq.device), 16, int4=False, group_size=0)
+        cfg["BLOCK_K"] = max(32, cfg["BLOCK_K"])  # one fp8 MMA K step
+        n_prog = triton.cdiv(n, cfg["BLOCK_N"])
+        p = splitk.plan(y, backend_of(xq.device), n_prog, k, cfg["BLOCK_K"], split)
+        launch(_fp8_mm_kernel, (n_prog, 1, p.split),
+            xq, xs, wq, ws, b, y, p.partials, m, n, k, p.k_split, xq.stride(0), wq.stride(0),
+            y.stride(0), m_bucket(m), SPLIT_K=p.split, **flags, **cfg,
+        )  # fmt: skip
+        if p.split > 1:
+            splitk.reduce_partials(
+                p.partials, y, col_scale=ws.reshape(-1) if ws.dim() == 2 else ws.reshape(()),
+                row_scale=xs.reshape(-1) if xs.dim() == 2 else xs.reshape(()), bias=bias,
+            )  # fmt: skip
+        return y.to(out_dtype)
 
     def grid(meta: dict) -> tuple[int, int]:
         return (triton.cdiv(n, meta["BLOCK_N"]), triton.cdiv(m, meta["BLOCK_M"]))
 
     launch(_tuned(Strategy(strategy), xq.device), grid,
-        xq, xs, wq, ws, bias if bias is not None else ws, y,
-        m, n, k, xq.stride(0), wq.stride(0), y.stride(0), m_bucket(m),
-        X_ROW=xs.dim() == 2, W_ROW=ws.dim() == 2,
-        HAS_BIAS=bias is not None, WIDEN=widen,
+        xq, xs, wq, ws, b, y, y, m, n, k, k, xq.stride(0), wq.stride(0), y.stride(0),
+        m_bucket(m), SPLIT_K=1, **flags,
     )  # fmt: skip
     return y.to(out_dtype)
 

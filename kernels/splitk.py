@@ -126,7 +126,7 @@ def _reduce_kernel(
     part_ptr, bi_ptr, cs_ptr, rs_ptr, b_ptr, y_ptr, M, N, stride_ym,
     SPLIT_K: tl.constexpr, HAS_BIAS_INT: tl.constexpr, COL_SCALE: tl.constexpr,
     ROW_SCALE: tl.constexpr, STATIC_ROW: tl.constexpr, HAS_BIAS: tl.constexpr,
-    BLOCK_N: tl.constexpr,
+    BLOCK_N: tl.constexpr, STATIC_COL: tl.constexpr = False,
 ):  # fmt: skip
     """y[m, n] = float(Σ_s part[s, m, n] + bi[n]) · cs[n] · rs[m] + b[n], summed in split
     order; int32 partials (exact integer accumulators) are summed as integers."""
@@ -140,7 +140,9 @@ def _reduce_kernel(
     if HAS_BIAS_INT:
         acc += tl.load(bi_ptr + offs_n, mask=nmask, other=0)
     acc = acc.to(tl.float32)
-    if COL_SCALE:
+    if COL_SCALE and STATIC_COL:
+        acc = acc * tl.load(cs_ptr)
+    elif COL_SCALE:
         acc = acc * tl.load(cs_ptr + offs_n, mask=nmask, other=0.0)
     if ROW_SCALE:
         acc = acc * tl.load(rs_ptr if STATIC_ROW else rs_ptr + m)
@@ -159,8 +161,8 @@ def reduce_partials(
     bias_int: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Sum ``partials`` [SPLIT_K, M, N] (float32, or int32 accumulators plus ``bias_int``
-    [N]) into ``y`` [M, N] in split order, then scale by ``col_scale`` [N] and ``row_scale``
-    [M] or [] and add ``bias`` [N]."""
+    [N]) into ``y`` [M, N] in split order, then scale by ``col_scale`` [N] or [] and
+    ``row_scale`` [M] or [] and add ``bias`` [N]."""
     split, m, n = partials.shape
 
     def opt(t: torch.Tensor | None) -> torch.Tensor:
@@ -172,6 +174,6 @@ def reduce_partials(
         partials, opt(bias_int), opt(col_scale), opt(row_scale), opt(bias), y, m, n, y.stride(0),
         SPLIT_K=split, HAS_BIAS_INT=bias_int is not None, COL_SCALE=col_scale is not None,
         ROW_SCALE=row_scale is not None, STATIC_ROW=static, HAS_BIAS=bias is not None,
-        BLOCK_N=block_n, num_warps=4,
+        BLOCK_N=block_n, STATIC_COL=col_scale is not None and col_scale.dim() == 0, num_warps=4,
     )  # fmt: skip
     return y

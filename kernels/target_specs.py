@@ -270,17 +270,21 @@ def specs(target: str) -> list[Spec]:
         "ws_ptr": "*fp32",
         "b_ptr": "*bf16",
         "y_ptr": "*bf16",
+        "p_ptr": "*fp32",
         "M": "i32",
         "N": "i32",
         "K": "i32",
+        "K_SPLIT": "i32",
         "stride_xm": "i32",
         "stride_wn": "i32",
         "stride_ym": "i32",
         "M_KEY": "i32",
     }
     fp8_ce = dict(
-        X_ROW=True, W_ROW=True, HAS_BIAS=True, WIDEN=0, BLOCK_M=128, BLOCK_N=128, BLOCK_K=128
-    )
+        X_ROW=True, W_ROW=True, HAS_BIAS=True, WIDEN=0, SPLIT_K=1, BLOCK_M=128, BLOCK_N=128,
+        BLOCK_K=128,
+    )  # fmt: skip
+    fp8_decode = {**fp8_ce, "SPLIT_K": 4, "BLOCK_M": 16, "BLOCK_N": 64}
     deq_sig = {
         "w_ptr": "*u8",
         "s_ptr": "*fp32",
@@ -343,6 +347,7 @@ def specs(target: str) -> list[Spec]:
         _int_act("w4a8.decode", True, 32, 16, 64, 32),
         *_splitk_specs(target),
         Spec("fp8.prefill", "fp8_mm", "_fp8_mm_kernel", fp8_sig, fp8_ce, warps=8, fp8=True),
+        Spec("fp8.decode", "fp8_mm", "_fp8_mm_kernel", fp8_sig, fp8_decode, fp8=True),
         mx_cast_spec("mx_cast.dim0.fp8_e4m3", 0, "fp8_e4m3", target),
         mx_cast_spec("mx_cast.dim1.fp8_e4m3", 1, "fp8_e4m3", target),
         _mx_mm_spec("mx_mm.fp8", "e4m3"),

@@ -15,7 +15,7 @@ from aoq.kernels import weight_only as wo
 from aoq.kernels._common import INTERPRET
 
 import aoq
-from aoq.formats import affine
+from aoq.formats import affine, float8
 from aoq.formats.packing import pack_uint4
 from aoq.testing.cases import inference_configs
 from aoq.testing.metrics import bit_equal, max_rel_error
@@ -164,6 +164,24 @@ def test_int_act_decode_split_k(m, mode, split):
             assert bit_equal(got, want)
         else:
             assert max_rel_error(want, got) < 1e-6
+
+
+@pytest.mark.parametrize("per_row", [True, False], ids=["row", "tensor"])
+@pytest.mark.parametrize("m", [1, 5, 40])
+def test_fp8_mm_decode_split_k(per_row, m):
+    """fp8 x fp8 with K split across programs at decode (M <= 16; 40 rows are prefill):
+    float32 partials summed in order, then both scales and the bias: the reference's value
+    up to float32 summation order."""
+    from aoq.kernels import fp8_mm
+
+    w, x, bias = torch.randn(72, 1024), torch.randn(m, 1024), torch.randn(72)
+    gran = float8.Granularity.ROW if per_row else float8.Granularity.TENSOR
+    wq, ws = float8.quantize_fp8(w, gran)
+    xq, xs = aq.quantize_fp8_act(x, per_row, torch.float8_e4m3fn)
+    want = fp8_mm.fp8_mm(xq, xs, wq, ws, bias, torch.float32, 0)
+    for split in (1, 3):
+        got = fp8_mm.fp8_mm_triton(xq, xs, wq, ws, bias, torch.float32, 0, split)
+        assert max_rel_error(want, got) < 1e-6, split
 
 
 def test_act_quant_tiles():
