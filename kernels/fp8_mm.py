@@ -89,6 +89,14 @@ def _fp8_mm_kernel(
     tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=mmask[:, None] & nmask[None, :])
 
 
+DECODE_PER_SM = 4
+"""Split-K target of decode programs per SM (splitk.split_k). Session 9, H200, fp8-row with
+its act quant, graph replays, splits 1-16 forced at BLOCK_N 32/64/128: the best split was 4
+at K = N = 8192 (22.6 us; 8: 27.1), 2-4 at 4096 x 14336 (21.0-21.2), 8 at 14336 x 4096 (21.6;
+16: 25.8) and at 4096 x 4096 (10.8): what 4 programs an SM gives on each. BLOCK_N 64 was
+within 0.5 us of the best BLOCK_N at every shape's best split."""
+
+
 _TUNED: dict[tuple, object] = {}
 
 
@@ -143,7 +151,8 @@ def fp8_mm_triton(
         cfg = decode_tile(backend_of(xq.device), 16, int4=False, group_size=0)
         cfg["BLOCK_K"] = max(32, cfg["BLOCK_K"])  # one fp8 MMA K step
         n_prog = triton.cdiv(n, cfg["BLOCK_N"])
-        p = splitk.plan(y, backend_of(xq.device), n_prog, k, cfg["BLOCK_K"], split)
+        p = splitk.plan(y, backend_of(xq.device), n_prog, k, cfg["BLOCK_K"], split,
+                        per_sm=DECODE_PER_SM)  # fmt: skip
         launch(_fp8_mm_kernel, (n_prog, 1, p.split),
             xq, xs, wq, ws, b, y, p.partials, m, n, k, p.k_split, xq.stride(0), wq.stride(0),
             y.stride(0), m_bucket(m), SPLIT_K=p.split, **flags, **cfg,
