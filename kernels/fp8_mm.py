@@ -135,7 +135,7 @@ def fp8_mm_triton(
     w_scale [N, 1] or [1]. Decode (M <= 16) runs a tile chosen by rule with K split across
     programs (splitk.py; ``split`` forces it, for tests); prefill is autotuned."""
     _check(xq, wq, out_dtype)
-    backend_of(xq.device)
+    backend = backend_of(xq.device)
     m, k = xq.shape
     n = wq.shape[0]
     y = torch.empty((m, n), dtype=out_dtype_for(out_dtype), device=xq.device)
@@ -148,20 +148,18 @@ def fp8_mm_triton(
     if Strategy(strategy) is Strategy.DECODE and m <= 16:
         # without a split, N / BLOCK_N programs stream all of K each: 64 programs for
         # N = 4096 left an H200 at 34 us for K = 14336 (fp8wo's split decode: 19.5)
-        cfg = decode_tile(backend_of(xq.device), 16, int4=False, group_size=0)
+        cfg = decode_tile(backend, 16, int4=False, group_size=0)
         cfg["BLOCK_K"] = max(32, cfg["BLOCK_K"])  # one fp8 MMA K step
         n_prog = triton.cdiv(n, cfg["BLOCK_N"])
-        p = splitk.plan(y, backend_of(xq.device), n_prog, k, cfg["BLOCK_K"], split,
-                        per_sm=DECODE_PER_SM)  # fmt: skip
+        p = splitk.plan(y, backend, n_prog, k, cfg["BLOCK_K"], split, per_sm=DECODE_PER_SM)
         launch(_fp8_mm_kernel, (n_prog, 1, p.split),
             xq, xs, wq, ws, b, y, p.partials, m, n, k, p.k_split, xq.stride(0), wq.stride(0),
             y.stride(0), m_bucket(m), SPLIT_K=p.split, **flags, **cfg,
         )  # fmt: skip
-        if p.split > 1:
+        if p.split > 1:  # [N, 1] / [M, 1] scales as vectors, [1] ones as scalars
             splitk.reduce_partials(
-                p.partials, y, col_scale=ws.reshape(-1) if ws.dim() == 2 else ws.reshape(()),
-                row_scale=xs.reshape(-1) if xs.dim() == 2 else xs.reshape(()), bias=bias,
-            )  # fmt: skip
+                p.partials, y, col_scale=ws.squeeze(-1), row_scale=xs.squeeze(-1), bias=bias
+            )
         return y.to(out_dtype)
 
     def grid(meta: dict) -> tuple[int, int]:
