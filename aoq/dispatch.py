@@ -148,6 +148,18 @@ def _gpu_rows() -> None:
         (DECODE_MAX_M, ("triton.fp8.decode",)),
         (M_ANY, ("triton.fp8.prefill",)),
     )
+    # MX / NVFP4 weights at decode: dequantized tile by tile inside the kernel (the emulated
+    # path's weights, read packed instead of as a dequantized copy); float32 activations and
+    # larger M keep the emulated path (dequantize, then the BLAS matmul)
+    mx_decode = (
+        (Scheme.MX_WEIGHT_ONLY, "triton.mxwo.decode", "emulated.mx_dequant_mm"),
+        (Scheme.MX_MX, "triton.mx.decode", "emulated.mx_qdq_mm"),
+        (Scheme.NVFP4_WEIGHT_ONLY, "triton.nvfp4wo.decode", "emulated.nvfp4_dequant_mm"),
+    )
+    for scheme, decode, emulated in mx_decode:
+        for backend in (Backend.CUDA, Backend.ROCM, Backend.INTERPRET):
+            BY_M[(scheme, backend)] = ((DECODE_MAX_M, (decode,)), (M_ANY, (emulated,)))
+            DTYPE_BY_M[(scheme, backend, torch.float32)] = ((M_ANY, (emulated,)),)
     # sm80 has no float8 instructions (no fp8 MMA, no fp8 conversions in Triton; see
     # `python -m aoq.kernels.targets`): float8 runs the reference there, recorded as such.
     ARCH_TABLE[(Scheme.FP8_FP8, Backend.CUDA, "sm80")] = ()

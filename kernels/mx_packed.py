@@ -44,7 +44,7 @@ def _halves_f32(p):
 
 
 @triton.jit
-def _rne_bf16(f):
+def rne_bf16(f):
     """float32 -> bf16 bits (uint32 < 2^16), round to nearest even (finite f)."""
     b = f.to(tl.uint32, bitcast=True)
     return (b + 0x7FFF + ((b >> 16) & 1)) >> 16
@@ -58,7 +58,7 @@ def _mul2(a, b, ASM: tl.constexpr):
         )
     alo, ahi = _halves_f32(a)
     blo, bhi = _halves_f32(b)
-    return _rne_bf16(alo * blo) | (_rne_bf16(ahi * bhi) << 16)
+    return rne_bf16(alo * blo) | (rne_bf16(ahi * bhi) << 16)
 
 
 @triton.jit
@@ -71,7 +71,7 @@ def _add2(a, b, ASM: tl.constexpr):
         )
     alo, ahi = _halves_f32(a)
     blo, bhi = _halves_f32(b)
-    return _rne_bf16(alo + blo) | (_rne_bf16(ahi + bhi) << 16)
+    return rne_bf16(alo + blo) | (rne_bf16(ahi + bhi) << 16)
 
 
 @triton.jit

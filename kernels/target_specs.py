@@ -235,6 +235,29 @@ def mx_cast_spec(name: str, dim: int, elem: str, target: str) -> Spec:
     return Spec(name, "mx_cast", fn, sig, ce, warps=tile.warps, mma=False, max_shared=512)
 
 
+def _mx_dequant_spec(name: str, bits: int, params: tuple[int, ...], nvfp4: bool) -> Spec:
+    """kernels/mx_dequant.py at its tile: packed codes and uint8 scales to bf16."""
+    sig = {"q_ptr": "*u8", "s_ptr": "*u8", "ts_ptr": "*fp32", "y_ptr": "*bf16"}
+    sig.update({n: "i32" for n in ("N", "K", "stride_qn", "stride_sn", "stride_yn")})
+    ebits, mbits, bias, nan = params
+    ce = dict(BITS=bits, EBITS=ebits, MBITS=mbits, BIAS=bias, NAN=nan, NVFP4=nvfp4,
+              BS=16 if nvfp4 else 32, BLOCK_N=16, BLOCK_K=256)  # fmt: skip
+    return Spec(name, "mx_dequant", "_mx_dequant_kernel", sig, ce, warps=4, mma=False)
+
+
+def _mx_decode_spec(name: str, bits: int, params: tuple[int, ...], nvfp4: bool) -> Spec:
+    """kernels/mx_decode.py at its tile: bf16 x, packed codes and uint8 scales, split-K."""
+    sig = {"x_ptr": "*bf16", "q_ptr": "*u8", "s_ptr": "*u8", "ts_ptr": "*fp32", "b_ptr": "*bf16",
+           "y_ptr": "*bf16", "p_ptr": "*fp32"}  # fmt: skip
+    names = ("M", "N", "K", "K_SPLIT", "stride_xm", "stride_qn", "stride_sn", "stride_ym")
+    sig.update({n: "i32" for n in names})
+    ebits, mbits, bias, nan = params
+    ce = dict(BITS=bits, EBITS=ebits, MBITS=mbits, BIAS=bias, NAN=nan, NVFP4=nvfp4,
+              BS=16 if nvfp4 else 32, HAS_BIAS=True, SPLIT_K=4, BLOCK_N=64, BLOCK_K=128,
+              UPCAST=False)  # fmt: skip
+    return Spec(name, "mx_decode", "_mx_decode_kernel", sig, ce, warps=4)
+
+
 def _mx_mm_spec(name: str, fmt: str) -> Spec:
     """The MX GEMM of a forward linear: both operands contiguous along K (the JIT makes unit
     strides constants, as here)."""
@@ -352,4 +375,12 @@ def specs(target: str) -> list[Spec]:
         mx_cast_spec("mx_cast.dim1.fp8_e4m3", 1, "fp8_e4m3", target),
         _mx_mm_spec("mx_mm.fp8", "e4m3"),
         _mx_mm_spec("mx_mm.fp4", "e2m1"),
+        _mx_dequant_spec("mx_dequant.fp4", 4, (2, 1, 1, 0), False),
+        _mx_dequant_spec("mx_dequant.fp6_e3m2", 6, (3, 2, 3, 0), False),
+        _mx_dequant_spec("mx_dequant.fp8_e5m2", 8, (5, 2, 15, 2), False),
+        _mx_dequant_spec("mx_dequant.nvfp4", 4, (2, 1, 1, 0), True),
+        _mx_decode_spec("mx_decode.fp4", 4, (2, 1, 1, 0), False),
+        _mx_decode_spec("mx_decode.fp6_e2m3", 6, (2, 3, 1, 0), False),
+        _mx_decode_spec("mx_decode.fp8_e4m3", 8, (4, 3, 7, 1), False),
+        _mx_decode_spec("mx_decode.nvfp4", 4, (2, 1, 1, 0), True),
     ]

@@ -46,6 +46,11 @@ from aoq.kernels import mx_ops  # noqa: F401  (defines aoq::mx_cast / aoq::mx_qd
 from aoq.tensors.activation import split_bias
 from aoq.tensors.base import ActQuant, AoqTensor, QuantizedWeight, check_act
 
+try:  # the Triton dequantization (GPUs); without triton the ops run the reference everywhere
+    from aoq.kernels import mx_dequant as _mxd
+except ImportError:
+    _mxd = None  # type: ignore[assignment]
+
 E8M0 = torch.float8_e8m0fnu
 
 
@@ -58,11 +63,32 @@ def mx_dequantize_op(
     qdata: Tensor, scale: Tensor, elem: str, block_size: int, axis: int, dtype: torch.dtype
 ) -> Tensor:
     """Packed codes + E8M0 scale bytes (uint8: opcheck and fake tensors cannot compute on
-    float8_e8m0fnu) -> values in ``dtype`` (the reference, on any device). An op, so that
-    torch.compile sees the data-dependent unpacking as one call."""
+    float8_e8m0fnu) -> values in ``dtype`` (the reference, on any device; the Triton kernel
+    on GPUs where it serves). An op, so that torch.compile sees the data-dependent unpacking
+    as one call."""
+    return _mx_dequantize_reference(qdata, scale, elem, block_size, axis, dtype)
+
+
+def _mx_dequantize_reference(
+    qdata: Tensor, scale: Tensor, elem: str, block_size: int, axis: int, dtype: torch.dtype
+) -> Tensor:
     e = MXElem(elem)
     codes = unpack_mx_codes(qdata.movedim(axis, -1), e).movedim(-1, axis)
     return mx_dequantize(codes, scale, e, block_size, axis, dtype)
+
+
+def _mx_dequantize_gpu(
+    qdata: Tensor, scale: Tensor, elem: str, block_size: int, axis: int, dtype: torch.dtype
+) -> Tensor:
+    """kernels/mx_dequant.py (bit for bit the reference) for 2-D codes blocked along their
+    last dim in power-of-two blocks; the reference otherwise."""
+    if _mxd is not None and _mxd.serves(qdata, block_size, axis):
+        return _mxd.mx_dequantize_triton(qdata, scale, MXElem(elem), block_size, dtype)
+    return _mx_dequantize_reference(qdata, scale, elem, block_size, axis, dtype)
+
+
+if _mxd is not None:
+    mx_dequantize_op.register_kernel("cuda")(_mx_dequantize_gpu)
 
 
 @mx_dequantize_op.register_fake

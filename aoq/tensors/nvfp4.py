@@ -28,15 +28,40 @@ from aoq.formats.packing import pack_uint4, unpack_uint4
 from aoq.tensors.activation import split_bias
 from aoq.tensors.base import ActQuant, QuantizedWeight, check_act
 
+try:  # the Triton dequantization (GPUs); without triton the ops run the reference everywhere
+    from aoq.kernels import mx_dequant as _mxd
+except ImportError:
+    _mxd = None  # type: ignore[assignment]
+
 
 @torch.library.custom_op("aoq::nvfp4_dequantize", mutates_args=())
 def nvfp4_dequantize_op(
     qdata: Tensor, scale: Tensor, tensor_scale: Tensor, dtype: torch.dtype
 ) -> Tensor:
     """Packed NVFP4 [..., K // 2] and the e4m3 block scales' bytes (uint8: opcheck and fake
-    tensors cannot compute on float8) -> values [..., K] in ``dtype`` (the reference)."""
+    tensors cannot compute on float8) -> values [..., K] in ``dtype`` (the reference; the
+    Triton kernel on GPUs where it serves)."""
+    return _nvfp4_dequantize_reference(qdata, scale, tensor_scale, dtype)
+
+
+def _nvfp4_dequantize_reference(
+    qdata: Tensor, scale: Tensor, tensor_scale: Tensor, dtype: torch.dtype
+) -> Tensor:
     block_scale = scale.view(torch.float8_e4m3fn)
     return nvfp4_dequantize(unpack_uint4(qdata), block_scale, tensor_scale, NVFP4_BLOCK, dtype)
+
+
+def _nvfp4_dequantize_gpu(
+    qdata: Tensor, scale: Tensor, tensor_scale: Tensor, dtype: torch.dtype
+) -> Tensor:
+    """kernels/mx_dequant.py (bit for bit the reference) for 2-D weights."""
+    if _mxd is not None and _mxd.serves(qdata, NVFP4_BLOCK, -1):
+        return _mxd.nvfp4_dequantize_triton(qdata, scale, tensor_scale, dtype)
+    return _nvfp4_dequantize_reference(qdata, scale, tensor_scale, dtype)
+
+
+if _mxd is not None:
+    nvfp4_dequantize_op.register_kernel("cuda")(_nvfp4_dequantize_gpu)
 
 
 @nvfp4_dequantize_op.register_fake

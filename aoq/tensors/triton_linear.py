@@ -23,11 +23,14 @@ import torch.nn.functional as F
 
 from aoq.backends import Backend, platform_of
 from aoq.dispatch import kernel
+from aoq.formats.mx import MXElem
 from aoq.tensors.activation import split_bias
 from aoq.tensors.base import ActQuant
 from aoq.tensors.float8 import Float8Tensor
 from aoq.tensors.int4 import Int4Tensor
 from aoq.tensors.int8 import Int8Tensor
+from aoq.tensors.mx import MXWeight
+from aoq.tensors.nvfp4 import NVFP4Tensor
 
 try:  # the families register their torch.library ops (and the MX cast's CUDA implementation)
     import aoq.kernels._common  # noqa: F401
@@ -35,6 +38,7 @@ try:  # the families register their torch.library ops (and the MX cast's CUDA im
     import aoq.kernels.fp8_mm  # noqa: F401
     import aoq.kernels.int_act_mm  # noqa: F401
     import aoq.kernels.mx_cast  # noqa: F401
+    import aoq.kernels.mx_decode  # noqa: F401
     import aoq.kernels.weight_only  # noqa: F401
     from aoq import kernels as _k
 
@@ -258,3 +262,28 @@ def _fp8_scaled_mm(x: torch.Tensor, w: Float8Tensor, bias: Any) -> torch.Tensor:
 
 kernel("triton.fp8.decode", _fp8_check)(_fp8_triton(0))
 kernel("triton.fp8.prefill", _fp8_check)(_fp8_triton(1))
+
+
+# --- MX / NVFP4 at decode ---------------------------------------------------------------------
+
+
+def _mx_decode_check(x: torch.Tensor, w: MXWeight | NVFP4Tensor, bias: Any) -> str | None:
+    bs = w.block_size if isinstance(w, MXWeight) else 16
+    return _common(x, w) or _k.mx_decode.serves(x, w.qdata, bs)
+
+
+def _mx_decode(x: torch.Tensor, w: MXWeight | NVFP4Tensor, bias: Any) -> torch.Tensor:
+    """The weight dequantized tile by tile inside the decode kernel (kernels/mx_decode.py):
+    the emulated path's weights and products, without the dequantized copy."""
+    fb, _ = split_bias(bias, static=False)
+    if isinstance(w, NVFP4Tensor):
+        elem, bs, ts = MXElem.FP4_E2M1, 16, w.tensor_scale
+    else:
+        elem, bs, ts = w.elem, w.block_size, None
+        if w.act is ActQuant.MX_DYNAMIC:
+            x = w.quantize_activation(x)
+    return _k.mx_decode.mx_decode(x, w.qdata, w.scale, ts, elem, bs, fb)
+
+
+for _name in ("triton.mxwo.decode", "triton.mx.decode", "triton.nvfp4wo.decode"):
+    kernel(_name, _mx_decode_check)(_mx_decode)

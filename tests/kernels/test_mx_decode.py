@@ -1,0 +1,118 @@
+"""kernels/mx_decode.py: MX and NVFP4 decode linears against the emulated path they replace
+(the weight dequantized to x's dtype, then a float32-accumulated matmul), under the
+interpreter (in a subprocess unless this process defined its kernels for it) and on a GPU;
+the dispatch rows that choose it."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from aoq.kernels import mx_decode as mdc
+from test_mx_cast import run_interpreted
+
+from aoq import dispatch
+from aoq.formats.mx import MXElem, mx_dequantize, mx_quantize, pack_mx_codes
+from aoq.formats.nvfp4 import nvfp4_dequantize, nvfp4_quantize
+from aoq.formats.packing import pack_uint4
+
+ULP = {torch.bfloat16: 2.0**-7, torch.float16: 2.0**-10}
+
+
+def _weight(elem: MXElem | None, n: int, k: int, bs: int, g: torch.Generator):
+    """(qdata, scale, tensor_scale, float32 values) of a random [n, k] weight; one block of
+    row 2 holds a NaN (its block scale marks it, so outputs of row 2 are NaN)."""
+    w = torch.randn(n, k, generator=g) * 3
+    w[2, 5] = float("nan")
+    if elem is None:  # NVFP4
+        codes, bscale, ts = nvfp4_quantize(w)
+        return pack_uint4(codes), bscale, ts, nvfp4_dequantize(codes, bscale, ts, 16)
+    codes, scale = mx_quantize(w, elem, bs, 1)
+    values = mx_dequantize(codes, scale, elem, bs, 1)
+    return pack_mx_codes(codes, elem), scale, None, values
+
+
+def _close(y: torch.Tensor, want: torch.Tensor) -> bool:
+    """NaN where the emulated path has NaN; elsewhere within one ulp of x's dtype (the two
+    float32 sums differ in order only, and each rounds once to the dtype)."""
+    y = y.cpu().float()
+    nan = want.isnan()
+    if not torch.equal(y.isnan(), nan):
+        return False
+    ulp = ULP[torch.bfloat16 if y.dtype == torch.float32 else y.dtype]
+    err = (y - want).abs()[~nan]
+    bound = (want.abs() * ulp + 1e-5 * want[~nan].abs().max())[~nan]
+    return bool((err <= bound).all())
+
+
+def check_decode_matches_emulated(device: str) -> list[str]:
+    """Every MX element and NVFP4 x M in {1, 7, 16} x bf16 / fp16 x bias or not x split
+    (the rule's, 3); N = 72 and K = 320 leave tails in both; block sizes 16 and 64 too."""
+    bad = []
+    g = torch.Generator().manual_seed(0)
+    n, k = 72, 320
+    cases = [(e, 32) for e in MXElem] + [(None, 16), (MXElem.FP4_E2M1, 64), (MXElem.FP6_E3M2, 16)]
+    for i, (elem, bs) in enumerate(cases):
+        q, s, ts, values = _weight(elem, n, k, bs, g)
+        for m in (1, 7, 16):
+            dtype = (torch.bfloat16, torch.float16)[(i + m) % 2]
+            x = torch.randn(m, k, generator=g).to(dtype)
+            bias = torch.randn(n, generator=g).to(dtype) if m != 7 else None
+            want = F.linear(x.double(), values.to(dtype).double())
+            if bias is not None:
+                want = want + bias.double()
+            for split in (None, 3):
+                args = [t.to(device) if t is not None else None for t in (x, q, s, ts)]
+                y = mdc.mx_decode(*args, elem or MXElem.FP4_E2M1, bs,
+                                  bias.to(device) if bias is not None else None, split)  # fmt: skip
+                if y.dtype != dtype or not _close(y, want.float()):
+                    bad.append(f"{elem.value if elem else 'nvfp4'}/b{bs}/M{m}/{dtype}/{split}")
+    return bad
+
+
+def test_decode_matches_emulated_under_the_interpreter():
+    run_interpreted("test_mx_decode", "check_decode_matches_emulated")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+def test_decode_matches_emulated_on_gpu():
+    assert check_decode_matches_emulated("cuda") == []
+
+
+def test_serves():
+    q = torch.zeros(8, 32, dtype=torch.uint8)
+    x = torch.zeros(4, 64, dtype=torch.bfloat16)
+    assert mdc.serves(x, q, 32) is None
+    assert "float32 activations" in mdc.serves(x.float(), q, 32)
+    assert "M=17" in mdc.serves(torch.zeros(17, 64, dtype=torch.bfloat16), q, 32)
+    assert "block_size=48" in mdc.serves(x, q, 48)
+    assert "block_size=8" in mdc.serves(x, q, 8)
+    assert "non-contiguous" in mdc.serves(x, q.t(), 32)
+
+
+def test_launcher_checks_shapes():
+    x = torch.zeros(1, 64, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="do not hold K=64 fp4_e2m1"):
+        mdc.mx_decode(x, torch.zeros(8, 16, dtype=torch.uint8), torch.zeros(8, 2), None,
+                      MXElem.FP4_E2M1, 32, None)  # fmt: skip
+    with pytest.raises(ValueError, match="expected contiguous \\(8, 2\\)"):
+        s = torch.zeros(8, 4, dtype=torch.uint8)
+        mdc.mx_decode(x, torch.zeros(8, 32, dtype=torch.uint8), s, None, MXElem.FP4_E2M1, 32, None)
+
+
+@pytest.mark.parametrize("backend", ["cuda", "rocm", "interpret"])
+def test_dispatch_rows(backend):
+    """Decode band: the MX decode kernel; past it, and for float32 activations at any M,
+    the emulated path (dequantize, then the BLAS matmul) as the intended kernel."""
+    platform = dispatch.Platform(dispatch.Backend(backend), "sm90" if backend == "cuda" else "x")
+    rows = {
+        dispatch.Scheme.MX_WEIGHT_ONLY: ("triton.mxwo.decode", "emulated.mx_dequant_mm"),
+        dispatch.Scheme.MX_MX: ("triton.mx.decode", "emulated.mx_qdq_mm"),
+        dispatch.Scheme.NVFP4_WEIGHT_ONLY: ("triton.nvfp4wo.decode", "emulated.nvfp4_dequant_mm"),
+    }
+    for scheme, (decode, emulated) in rows.items():
+        assert dispatch.candidates(scheme, platform, 16, torch.bfloat16) == (decode,)
+        assert dispatch.candidates(scheme, platform, 17, torch.bfloat16) == (emulated,)
+        assert dispatch.candidates(scheme, platform, 1, torch.float32) == (emulated,)
+    nvfp4 = dispatch.Scheme.NVFP4_NVFP4
+    assert dispatch.candidates(nvfp4, platform, 1) == ("emulated.nvfp4_qdq_mm",)
