@@ -15,6 +15,10 @@ once (round to nearest even) to the output dtype::
     E8M0 byte b                  2^(b - 127) (b = 0: 2^-127, a float32 subnormal); 0xFF: NaN
     NVFP4 block scale            the e4m3 code's value (as above) * tensor_scale
 
+On ROCm float32 flushes subnormals (Triton compiles AMD kernels with ftz): a value below
+2^-126 (a block scale of 2^-127..2^-104 meeting small codes) comes out as 0 there, where the
+reference keeps it; the codes' values themselves never pass through a subnormal.
+
 Codes are read as packed (aoq.formats.packing): fp8 / int8 one byte each, fp4 two a byte (the
 first element in the low nibble), fp6 four in three little-endian bytes. A program
 dequantizes a [BLOCK_N, BLOCK_K] tile: the packed bytes of its rows, the codes' values, the
@@ -55,30 +59,35 @@ def elem_params(elem: MXElem) -> tuple[int, int, int, int]:
 
 
 @triton.jit
-def _pow2(e):
-    """2^e as float32 from its bits, for int32 e in [-126, 127]."""
-    return ((e + 127) << 23).to(tl.float32, bitcast=True)
-
-
-@triton.jit
 def elem_value(
     c, EBITS: tl.constexpr, MBITS: tl.constexpr, BIAS: tl.constexpr, NAN: tl.constexpr
 ):  # fmt: skip
-    """int32 codes -> their float32 values, exact. Float elements: the bit pattern S.E.M in
-    the low 1 + EBITS + MBITS bits. EBITS == 0: MX int8, two's complement already widened."""
+    """int32 codes -> their float32 values, exact, without an int-to-float conversion and
+    without subnormal intermediates (ROCm's float32 flushes them: ftz).
+
+    Float elements (the bit pattern S.E.M in the low 1 + EBITS + MBITS bits; higher bits
+    are ignored): E.M goes where float32 keeps the low bits of its exponent and the high
+    bits of its mantissa, and an integer add rebiases the exponent: t = 2^(E - BIAS) (1 +
+    M / 2^MBITS), the value of a normal code. A subnormal code (E = 0) is M 2^(1 - BIAS -
+    MBITS) = 2 t - 2^(1 - BIAS), exact. S is ORed in last (-0.0 stays -0.0).
+    EBITS == 0: MX int8 (two's complement in [-128, 127]): 2^23 + 128 + c read from the bits,
+    less 2^23 + 128, times 2^-6."""
     if EBITS == 0:
-        v = c.to(tl.float32) * 0.015625
+        v = ((c + 128) | 0x4B000000).to(tl.float32, bitcast=True) - 8388736.0
+        v = v * 0.015625
     else:
-        e = (c >> MBITS) & ((1 << EBITS) - 1)
-        m = c & ((1 << MBITS) - 1)
-        mag = tl.where(e == 0, m, m + (1 << MBITS)).to(tl.float32)
-        mag = mag * _pow2(tl.maximum(e, 1) - (BIAS + MBITS))
-        if NAN == 1:
-            mag = tl.where((e == (1 << EBITS) - 1) & (m == (1 << MBITS) - 1), float("nan"), mag)
-        elif NAN == 2:
-            mag = tl.where(e == (1 << EBITS) - 1, tl.where(m == 0, float("inf"), float("nan")), mag)
-        sign = ((c >> (EBITS + MBITS)) & 1) << 31  # by its bit: Triton's -x is 0 - x (+0 at 0)
-        v = (mag.to(tl.int32, bitcast=True) | sign).to(tl.float32, bitcast=True)
+        mag = (c << (23 - MBITS)) & (((1 << (EBITS + MBITS)) - 1) << (23 - MBITS))
+        t = (mag + ((127 - BIAS) << 23)).to(tl.float32, bitcast=True)
+        min_normal = tl.full((), (128 - BIAS) << 23, tl.int32).to(tl.float32, bitcast=True)
+        v = tl.where(mag < (1 << 23), 2.0 * t - min_normal, t)
+        if NAN == 1:  # e4m3fn: S.1111.111
+            v = tl.where(mag == (((1 << (EBITS + MBITS)) - 1) << (23 - MBITS)), float("nan"), v)
+        elif NAN == 2:  # IEEE (e5m2): exponent all ones, Inf when M == 0
+            e_ones = ((1 << EBITS) - 1) << 23
+            special = tl.where(mag == e_ones, float("inf"), float("nan"))
+            v = tl.where((mag & e_ones) == e_ones, special, v)
+        sign = (c << (31 - EBITS - MBITS)) & -0x80000000
+        v = (v.to(tl.int32, bitcast=True) | sign).to(tl.float32, bitcast=True)
     return v
 
 
@@ -87,6 +96,17 @@ def e8m0_value(b):
     """int32 E8M0 bytes -> 2^(b - 127) as float32 (b = 0: the subnormal 2^-127), 0xFF: NaN."""
     v = tl.where(b == 0, 0x00400000, b << 23).to(tl.float32, bitcast=True)
     return tl.where(b == 255, float("nan"), v)
+
+
+@triton.jit
+def block_scale(sb, ts_ptr, NVFP4: tl.constexpr):
+    """int32 scale bytes -> float32 block scales: E8M0, or NVFP4's e4m3 value times the
+    tensor scale (in that order, as the reference)."""
+    if NVFP4:  # noqa: SIM108 - a constexpr branch
+        d = elem_value(sb, 4, 3, 7, 1) * tl.load(ts_ptr)
+    else:
+        d = e8m0_value(sb)
+    return d
 
 
 @triton.jit
@@ -127,10 +147,7 @@ def dequant_tile(
     offs_s = k0 // BS + tl.arange(0, BLOCK_K // BS)
     sb = tl.load(s_rows + offs_s[None, :], mask=nmask & (offs_s < K // BS)[None, :], other=0)
     sb = sb.to(tl.int32)
-    if NVFP4:  # noqa: SIM108 - the e4m3 block scale times the tensor scale (that order)
-        d = elem_value(sb, 4, 3, 7, 1) * tl.load(ts_ptr)
-    else:
-        d = e8m0_value(sb)
+    d = block_scale(sb, ts_ptr, NVFP4)
     return tl.reshape(tl.reshape(v, (BLOCK_N, BLOCK_K // BS, BS)) * d[:, :, None],
                       (BLOCK_N, BLOCK_K))  # fmt: skip
 

@@ -47,7 +47,8 @@ def _close(y: torch.Tensor, want: torch.Tensor) -> bool:
 
 def check_decode_matches_emulated(device: str) -> list[str]:
     """Every MX element and NVFP4 x M in {1, 7, 16} x bf16 / fp16 x bias or not x split
-    (the rule's, 3); N = 72 and K = 320 leave tails in both; block sizes 16 and 64 too."""
+    (the rule's, 3) x at M = 1 the GEMV or the MMA kernel; N = 72 and K = 320 leave tails
+    in both; block sizes 16 and 64 too."""
     bad = []
     g = torch.Generator().manual_seed(0)
     n, k = 72, 320
@@ -61,12 +62,14 @@ def check_decode_matches_emulated(device: str) -> list[str]:
             want = F.linear(x.double(), values.to(dtype).double())
             if bias is not None:
                 want = want + bias.double()
-            for split in (None, 3):
+            # M = 1: the GEMV, and the MMA kernel it replaces there (gemv=False)
+            for split, gemv in ((None, True), (3, True), (None, False)):
                 args = [t.to(device) if t is not None else None for t in (x, q, s, ts)]
-                y = mdc.mx_decode(*args, elem or MXElem.FP4_E2M1, bs,
-                                  bias.to(device) if bias is not None else None, split)  # fmt: skip
+                b = bias.to(device) if bias is not None else None
+                y = mdc.mx_decode(*args, elem or MXElem.FP4_E2M1, bs, b, split, gemv)
                 if y.dtype != dtype or not _close(y, want.float()):
-                    bad.append(f"{elem.value if elem else 'nvfp4'}/b{bs}/M{m}/{dtype}/{split}")
+                    name = elem.value if elem else "nvfp4"
+                    bad.append(f"{name}/b{bs}/M{m}/{dtype}/split {split}/gemv {gemv}")
     return bad
 
 

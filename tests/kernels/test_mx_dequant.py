@@ -132,7 +132,8 @@ def test_ops_on_gpu_run_the_kernel_where_it_serves():
     args = (q.cuda(), s.cuda(), "fp4_e2m1", 32, 1, torch.bfloat16)
     assert _same(torch.ops.aoq.mx_dequantize(*args), _mx_reference(q, s, MXElem.FP4_E2M1, 32,
                                                                    torch.bfloat16))  # fmt: skip
-    torch.library.opcheck(torch.ops.aoq.mx_dequantize.default, args)
+    finite = (args[0], args[1].clamp(100, 150), *args[2:])  # opcheck compares without NaNs
+    torch.library.opcheck(torch.ops.aoq.mx_dequantize.default, finite)
     sn = torch.randint(0, 120, (64, 96 // 16), dtype=torch.uint8, device="cuda")
     ts = torch.tensor(0.01, device="cuda")
     torch.library.opcheck(torch.ops.aoq.nvfp4_dequantize.default,
