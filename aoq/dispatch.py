@@ -87,6 +87,10 @@ BY_M: dict[tuple[Scheme, Backend], Bands] = {}
 # Bands for one activation dtype, where the right kernel depends on it: {(scheme, backend,
 # dtype): bands}. They replace the BY_M row for that dtype; an ARCH_TABLE row still wins.
 DTYPE_BY_M: dict[tuple[Scheme, Backend, torch.dtype], Bands] = {}
+# Bands for one weight variant (a weight's ``dispatch_variant``, e.g. MX fp6 codes), where
+# the right kernel depends on how its codes are stored: {(scheme, backend, variant): bands}.
+# They come before the dtype rows (an ARCH_TABLE row still wins).
+VARIANT_BY_M: dict[tuple[Scheme, Backend, str], Bands] = {}
 DECODE_MAX_M = 16
 PREFILL_TRITON_MAX_M = 256
 
@@ -160,6 +164,12 @@ def _gpu_rows() -> None:
         for backend in (Backend.CUDA, Backend.ROCM, Backend.INTERPRET):
             BY_M[(scheme, backend)] = ((DECODE_MAX_M, (decode,)), (M_ANY, (emulated,)))
             DTYPE_BY_M[(scheme, backend, torch.float32)] = ((M_ANY, (emulated,)),)
+    # ...except fp6 codes (four in three bytes): unpacked tile by tile they cost the decode
+    # kernel more than the emulated path's whole dequantize-and-GEMV (H200, 8192 x 8192, M 1:
+    # 290 vs 164 us, session 10), so they keep the emulated path at every M
+    for scheme, _decode, emulated in mx_decode[:2]:
+        for backend in (Backend.CUDA, Backend.ROCM, Backend.INTERPRET):
+            VARIANT_BY_M[(scheme, backend, "fp6")] = ((M_ANY, (emulated,)),)
     # sm80 has no float8 instructions (no fp8 MMA, no fp8 conversions in Triton; see
     # `python -m aoq.kernels.targets`): float8 runs the reference there, recorded as such.
     ARCH_TABLE[(Scheme.FP8_FP8, Backend.CUDA, "sm80")] = ()
@@ -203,15 +213,22 @@ def reference_name(scheme: Scheme) -> str:
 
 
 def candidates(
-    scheme: Scheme, platform: Platform, m: int = 1, dtype: torch.dtype | None = None
+    scheme: Scheme,
+    platform: Platform,
+    m: int = 1,
+    dtype: torch.dtype | None = None,
+    variant: str | None = None,
 ) -> tuple[str, ...]:
-    """Kernels for ``scheme`` on ``platform`` at M rows of ``dtype`` activations: the arch
-    row, else the M band of the dtype's row, else of the scheme's row, else the backend row.
-    ``dtype=None`` asks for the row every dtype without a row of its own gets."""
+    """Kernels for ``scheme`` on ``platform`` at M rows of ``dtype`` activations and a
+    weight of ``variant``: the arch row, else the M band of the variant's row, of the
+    dtype's row, of the scheme's row, else the backend row. ``dtype=None`` asks for the row
+    every dtype without a row of its own gets."""
     arch_row = ARCH_TABLE.get((scheme, platform.backend, platform.arch))
     if arch_row is not None:
         return arch_row
-    bands = DTYPE_BY_M.get((scheme, platform.backend, dtype)) if dtype is not None else None
+    bands = VARIANT_BY_M.get((scheme, platform.backend, variant)) if variant else None
+    if bands is None and dtype is not None:
+        bands = DTYPE_BY_M.get((scheme, platform.backend, dtype))
     if bands is None:
         bands = BY_M.get((scheme, platform.backend))
     if bands is not None:
@@ -231,6 +248,7 @@ def describe() -> str:
     banded += [
         ((s, b, _DTYPE_NAMES.get(d, str(d))), bands) for (s, b, d), bands in DTYPE_BY_M.items()
     ]
+    banded += [((s, b, v), bands) for (s, b, v), bands in VARIANT_BY_M.items()]
     for (s, b, dtype), bands in banded:
         lo = 0
         for max_m, names in bands:
@@ -271,7 +289,8 @@ def select(
 ) -> tuple[KernelImpl, bool, str | None, Platform]:
     """Pick the kernel for this call: (impl, fallback, reason, platform)."""
     platform = platform_of(x.device)
-    names = candidates(scheme, platform, x.shape[0], x.dtype)
+    variant = getattr(weight, "dispatch_variant", None)
+    names = candidates(scheme, platform, x.shape[0], x.dtype, variant)
     reasons: list[str] = []
     for i, name in enumerate(names):
         impl = _IMPLS.get(name)

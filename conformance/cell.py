@@ -114,12 +114,15 @@ def check_kernel(
     if not trace.records:
         return verdict("kernel", False, "no quantized matmul was recorded")
     rec = trace.records[0]
-    scheme = weight_and_bias(q)[0].scheme
-    names = dispatch.candidates(scheme, platform_of(x.device), rec.shape[0], x.dtype)
+    weight = weight_and_bias(q)[0]
+    variant = getattr(weight, "dispatch_variant", None)
+    names = dispatch.candidates(
+        weight.scheme, platform_of(x.device), rec.shape[0], x.dtype, variant
+    )
     expected = names[0] if names else None
     why = rec.reason or f"{rec.kernel} ran, {expected} expected"
     if expected is None:
-        why = f"no kernel listed for {scheme.value} on {platform_of(x.device)}: {why}"
+        why = f"no kernel listed for {weight.scheme.value} on {platform_of(x.device)}: {why}"
     ok = rec.kernel == expected and not rec.fallback
     result = verdict("kernel", ok, f"fallback to {rec.kernel}: {why}", expected=expected)
     result.kernel = rec.kernel

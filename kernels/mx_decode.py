@@ -26,7 +26,7 @@ import triton.language as tl
 from aoq.kernels import splitk
 from aoq.kernels._common import INTERPRET, backend_of, out_dtype_for
 from aoq.kernels._launch import launch
-from aoq.kernels.mx_dequant import block_scale, dequant_tile, elem_params, elem_value
+from aoq.kernels.mx_dequant import dequant_tile, elem_params
 from aoq.kernels.mx_packed import rne_bf16
 
 from aoq.formats.mx import MXElem
@@ -81,72 +81,14 @@ def _mx_decode_kernel(
         tl.store(y, acc.to(y_ptr.dtype.element_ty), mask=omask)
 
 
-@triton.jit
-def _mx_gemv_kernel(
-    x_ptr, q_ptr, s_ptr, ts_ptr, b_ptr, y_ptr, p_ptr, N, K, K_SPLIT, stride_qn, stride_sn,
-    BITS: tl.constexpr, EBITS: tl.constexpr, MBITS: tl.constexpr, BIAS: tl.constexpr,
-    NAN: tl.constexpr, NVFP4: tl.constexpr, BS: tl.constexpr, HAS_BIAS: tl.constexpr,
-    SPLIT_K: tl.constexpr, BLOCK_N: tl.constexpr, GROUPS: tl.constexpr, ROUND: tl.constexpr,
-):  # fmt: skip
-    """M == 1 without the matrix units: a step is GROUPS blocks of BS elements of BLOCK_N
-    rows, held as [BLOCK_N, GROUPS, units] (a unit: 1 byte = 1 code for fp8 / int8, 1 byte
-    = 2 codes for fp4, 3 bytes = 4 codes for fp6), so codes are never interleaved: the i-th
-    code of every unit meets the activations at stride U. MX: a block's products are summed,
-    then scaled by its power of two (exact: the emulated path's weights are exact too).
-    NVFP4 (ROUND): each weight is v * d rounded to x's dtype first, as the emulated path's."""
-    U: tl.constexpr = 1 if BITS == 8 else (2 if BITS == 4 else 4)
-    UB: tl.constexpr = 3 if BITS == 6 else 1
-    UNITS: tl.constexpr = BS // U
-    pid_n = tl.program_id(0)
-    pid_k = tl.program_id(1)
-    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    nmask = (offs_n < N)[:, None, None]
-    g = tl.arange(0, GROUPS)[None, :, None]
-    j = tl.arange(0, UNITS)[None, None, :]
-    unit = (g * UNITS + j) * UB  # [1, GROUPS, UNITS] byte offsets in a step
-    rows = q_ptr + offs_n.to(tl.int64)[:, None, None] * stride_qn
-    s_rows = s_ptr + offs_n.to(tl.int64)[:, None, None] * stride_sn + g
-    xk = g * BS + j * U  # the first element of each unit
-    acc = tl.zeros((BLOCK_N, GROUPS, UNITS), dtype=tl.float32)
-    k_lo = pid_k * K_SPLIT
-    for k0 in range(k_lo, tl.minimum(K, k_lo + K_SPLIT), GROUPS * BS):
-        kmask = (k0 + xk) < K
-        wq = rows + k0 // U * UB + unit
-        w = tl.load(wq, mask=nmask & kmask, other=0).to(tl.int32)
-        if BITS == 6:
-            w |= tl.load(wq + 1, mask=nmask & kmask, other=0).to(tl.int32) << 8
-            w |= tl.load(wq + 2, mask=nmask & kmask, other=0).to(tl.int32) << 16
-        elif BITS == 8 and EBITS == 0:
-            w = w.to(tl.int8).to(tl.int32)  # two's complement
-        sb = tl.load(s_rows + k0 // BS, mask=nmask & ((k0 + g * BS) < K), other=0).to(tl.int32)
-        d = block_scale(sb, ts_ptr, NVFP4)
-        part = tl.zeros((BLOCK_N, GROUPS, UNITS), dtype=tl.float32)
-        for i in tl.static_range(U):
-            v = elem_value(w >> (i * (8 // U) if BITS == 4 else i * BITS), EBITS, MBITS, BIAS, NAN)
-            xi = tl.load(x_ptr + k0 + xk + i, mask=kmask, other=0.0).to(tl.float32)
-            if ROUND:
-                v = (v * d).to(x_ptr.dtype.element_ty).to(tl.float32)
-            part += v * xi
-        if ROUND:
-            acc += part
-        else:
-            acc += part * d
-    out = tl.sum(tl.sum(acc, axis=2), axis=1)
-    if SPLIT_K > 1:
-        tl.store(p_ptr + pid_k.to(tl.int64) * N + offs_n, out, mask=offs_n < N)
-    else:
-        if HAS_BIAS:
-            out += tl.load(b_ptr + offs_n, mask=offs_n < N, other=0.0).to(tl.float32)
-        tl.store(y_ptr + offs_n, out.to(y_ptr.dtype.element_ty), mask=offs_n < N)
-
-
-GEMV_TILE = {"BLOCK_N": 32, "STEP_K": 256, "num_warps": 4, "per_sm": 8}
-"""M == 1: rows per program, elements per step (whole blocks), warps, split-K target."""
-
-
-TILE = {"BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3, "per_sm": 4}
+TILE = {"BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4, "num_stages": 4, "per_sm": 8}
 """Outputs per program, K per step (at least one block), warps, pipeline depth, split-K
-target of programs per SM (splitk.split_k)."""
+target of programs per SM (splitk.split_k). Session 10 (H200, graph replays, M 1 and 16 at
+8192 x 8192 and 4096 x 14336; fp4, fp8_e4m3, int8, NVFP4): the best or within 1.5 us of the
+best of five tiles everywhere (fp4 M1: 45.9 / 41.4 us, fp8 57.3 / 51.5, int8 38.7 / 34.3,
+NVFP4 45.1 / 40.3). A CUDA-core GEMV for M = 1 (blocks as [rows, blocks, units], no
+interleaving, eight tiles) lost to it on every format but fp8 at one tile (fp4 93-131 us,
+NVFP4 103-223, fp8 50.6-105, int8 42-89) and was dropped."""
 MAX_BLOCK = 256
 """Block sizes the kernel takes: powers of two from 16 up to this (whole blocks a step)."""
 X_DTYPES = (torch.bfloat16, torch.float16)
@@ -177,12 +119,10 @@ def mx_decode(
     block_size: int,
     bias: torch.Tensor | None,
     split: int | None = None,
-    gemv: bool = True,
 ) -> torch.Tensor:
     """y = x · dequant(W)ᵀ (+ bias) in x's dtype (the caller checked :func:`serves`). MX:
     ``scale`` E8M0 [N, K / block_size]; NVFP4 (``tensor_scale`` given): e4m3 [N, K / 16] and
-    elem fp4_e2m1. M == 1 runs the GEMV (``gemv=False``: the MMA kernel, for tests and
-    benchmarks); ``split`` forces the split-K (tests)."""
+    elem fp4_e2m1. ``split`` forces the split-K (tests)."""
     m, k = x.shape
     n = qdata.shape[0]
     nvfp4 = tensor_scale is not None
@@ -200,20 +140,6 @@ def mx_decode(
     bs = NVFP4_BLOCK if nvfp4 else block_size
     fmt = dict(BITS=elem.spec.bits, EBITS=ebits, MBITS=mbits, BIAS=bias_e, NAN=nan, NVFP4=nvfp4,
                BS=bs, HAS_BIAS=bias is not None)  # fmt: skip
-    if m == 1 and gemv:
-        cfg = dict(GEMV_TILE)
-        bn, per_sm = cfg.pop("BLOCK_N"), cfg.pop("per_sm")
-        step = splitk.k_step(k, bs, max(cfg.pop("STEP_K"), bs))
-        n_prog = triton.cdiv(n, bn)
-        p = splitk.plan(y, backend, n_prog, k, step, split, per_sm=per_sm)
-        launch(_mx_gemv_kernel, (n_prog, p.split),
-            x, qdata, s, ts, bias if bias is not None else s, y, p.partials, n, k, p.k_split,
-            qdata.stride(0), s.stride(0), SPLIT_K=p.split, BLOCK_N=bn, GROUPS=step // bs,
-            ROUND=nvfp4, **fmt, **cfg,
-        )  # fmt: skip
-        if p.split > 1:
-            splitk.reduce_partials(p.partials, y, bias=bias)
-        return y.to(x.dtype)
     cfg = dict(TILE)
     bn = cfg.pop("BLOCK_N")
     bk = max(cfg.pop("BLOCK_K"), block_size)

@@ -199,6 +199,11 @@ class MXWeight(MXTensor, QuantizedWeight):
     def scheme(self) -> Scheme:
         return Scheme.MX_WEIGHT_ONLY if self.act is ActQuant.NONE else Scheme.MX_MX
 
+    @property
+    def dispatch_variant(self) -> str | None:
+        """ "fp6" for fp6 codes (four in three bytes: dispatch.VARIANT_BY_M), else None."""
+        return "fp6" if self.elem.spec.bits == 6 else None
+
     def quantize_activation(self, x: Tensor) -> Tensor:
         """x [M, K] -> MX quantize-dequantize along K with this weight's format, in x's dtype."""
         return torch.ops.aoq.mx_qdq(

@@ -47,8 +47,7 @@ def _close(y: torch.Tensor, want: torch.Tensor) -> bool:
 
 def check_decode_matches_emulated(device: str) -> list[str]:
     """Every MX element and NVFP4 x M in {1, 7, 16} x bf16 / fp16 x bias or not x split
-    (the rule's, 3) x at M = 1 the GEMV or the MMA kernel; N = 72 and K = 320 leave tails
-    in both; block sizes 16 and 64 too."""
+    (the rule's, 3); N = 72 and K = 320 leave tails in both; block sizes 16 and 64 too."""
     bad = []
     g = torch.Generator().manual_seed(0)
     n, k = 72, 320
@@ -62,14 +61,13 @@ def check_decode_matches_emulated(device: str) -> list[str]:
             want = F.linear(x.double(), values.to(dtype).double())
             if bias is not None:
                 want = want + bias.double()
-            # M = 1: the GEMV, and the MMA kernel it replaces there (gemv=False)
-            for split, gemv in ((None, True), (3, True), (None, False)):
+            for split in (None, 3):
                 args = [t.to(device) if t is not None else None for t in (x, q, s, ts)]
                 b = bias.to(device) if bias is not None else None
-                y = mdc.mx_decode(*args, elem or MXElem.FP4_E2M1, bs, b, split, gemv)
+                y = mdc.mx_decode(*args, elem or MXElem.FP4_E2M1, bs, b, split)
                 if y.dtype != dtype or not _close(y, want.float()):
                     name = elem.value if elem else "nvfp4"
-                    bad.append(f"{name}/b{bs}/M{m}/{dtype}/split {split}/gemv {gemv}")
+                    bad.append(f"{name}/b{bs}/M{m}/{dtype}/split {split}")
     return bad
 
 
@@ -105,8 +103,8 @@ def test_launcher_checks_shapes():
 
 @pytest.mark.parametrize("backend", ["cuda", "rocm", "interpret"])
 def test_dispatch_rows(backend):
-    """Decode band: the MX decode kernel; past it, and for float32 activations at any M,
-    the emulated path (dequantize, then the BLAS matmul) as the intended kernel."""
+    """Decode band: the MX decode kernel; past it, for float32 activations and for fp6
+    codes at any M, the emulated path (dequantize, then the BLAS matmul), as intended."""
     platform = dispatch.Platform(dispatch.Backend(backend), "sm90" if backend == "cuda" else "x")
     rows = {
         dispatch.Scheme.MX_WEIGHT_ONLY: ("triton.mxwo.decode", "emulated.mx_dequant_mm"),
@@ -117,5 +115,18 @@ def test_dispatch_rows(backend):
         assert dispatch.candidates(scheme, platform, 16, torch.bfloat16) == (decode,)
         assert dispatch.candidates(scheme, platform, 17, torch.bfloat16) == (emulated,)
         assert dispatch.candidates(scheme, platform, 1, torch.float32) == (emulated,)
+        if scheme is not dispatch.Scheme.NVFP4_WEIGHT_ONLY:  # fp6 codes: emulated at any M
+            assert dispatch.candidates(scheme, platform, 1, torch.bfloat16, "fp6") == (emulated,)
     nvfp4 = dispatch.Scheme.NVFP4_NVFP4
     assert dispatch.candidates(nvfp4, platform, 1) == ("emulated.nvfp4_qdq_mm",)
+
+
+def test_mx_weights_name_their_variant():
+    import aoq
+
+    def variant(elem):
+        lin = aoq.quantize_(torch.nn.Linear(64, 8), aoq.MXWeightOnlyConfig(elem))
+        return lin.weight.dispatch_variant
+
+    assert variant("fp6_e3m2") == variant("fp6_e2m3") == "fp6"
+    assert variant("fp4_e2m1") is None and variant("fp8_e4m3") is None
