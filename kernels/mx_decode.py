@@ -21,6 +21,7 @@ MX quantize-dequantized first by the Triton cast) and ``triton.nvfp4wo.decode`` 
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 import triton
 import triton.language as tl
 from aoq.kernels import splitk
@@ -29,8 +30,9 @@ from aoq.kernels._launch import launch
 from aoq.kernels.mx_dequant import dequant_tile, elem_params
 from aoq.kernels.mx_packed import rne_bf16
 
-from aoq.formats.mx import MXElem
-from aoq.formats.nvfp4 import NVFP4_BLOCK
+from aoq.formats.mx import MXElem, mx_dequantize, unpack_mx_codes
+from aoq.formats.nvfp4 import NVFP4_BLOCK, nvfp4_dequantize
+from aoq.formats.packing import unpack_uint4
 
 
 @triton.jit
@@ -110,22 +112,24 @@ def serves(x: torch.Tensor, qdata: torch.Tensor, block_size: int) -> str | None:
     return None
 
 
-def mx_decode(
+def mx_decode_triton(
     x: torch.Tensor,
     qdata: torch.Tensor,
     scale: torch.Tensor,
     tensor_scale: torch.Tensor | None,
-    elem: MXElem,
+    elem: str,
     block_size: int,
     bias: torch.Tensor | None,
     split: int | None = None,
 ) -> torch.Tensor:
-    """y = x · dequant(W)ᵀ (+ bias) in x's dtype (the caller checked :func:`serves`). MX:
+    """Triton launcher of ``aoq::mx_decode``: y = x · dequant(W)ᵀ (+ bias) in x's dtype (the
+    caller checked :func:`serves`); ``elem`` an MXElem value. MX:
     ``scale`` E8M0 [N, K / block_size]; NVFP4 (``tensor_scale`` given): e4m3 [N, K / 16] and
     elem fp4_e2m1. ``split`` forces the split-K (tests)."""
     m, k = x.shape
     n = qdata.shape[0]
     nvfp4 = tensor_scale is not None
+    elem = MXElem(elem)
     if qdata.shape[1] * 8 != k * elem.spec.bits:
         raise ValueError(f"codes {tuple(qdata.shape)} do not hold K={k} {elem.value} elements")
     s = scale.view(torch.uint8)
@@ -154,3 +158,35 @@ def mx_decode(
     if p.split > 1:
         splitk.reduce_partials(p.partials, y, bias=bias)
     return y.to(x.dtype)
+
+
+# --- torch.library ----------------------------------------------------------------------------
+
+
+@torch.library.custom_op("aoq::mx_decode", mutates_args=(), device_types="cpu")
+def mx_decode(
+    x: torch.Tensor,
+    qdata: torch.Tensor,
+    scale: torch.Tensor,
+    tensor_scale: torch.Tensor | None,
+    elem: str,
+    block_size: int,
+    bias: torch.Tensor | None,
+) -> torch.Tensor:
+    """Reference on CPU: the emulated path (the weight dequantized to x's dtype by
+    aoq.formats, one matmul). ``scale``: the block scales' bytes (uint8)."""
+    e = MXElem(elem)
+    if tensor_scale is not None:
+        block = scale.view(torch.float8_e4m3fn)
+        w = nvfp4_dequantize(unpack_uint4(qdata), block, tensor_scale, NVFP4_BLOCK, x.dtype)
+    else:
+        w = mx_dequantize(unpack_mx_codes(qdata, e), scale, e, block_size, 1, x.dtype)
+    return F.linear(x, w, bias.to(x.dtype) if bias is not None else None)
+
+
+@mx_decode.register_fake
+def _(x, qdata, scale, tensor_scale, elem, block_size, bias):  # type: ignore[no-untyped-def]
+    return x.new_empty((x.shape[0], qdata.shape[0]))
+
+
+mx_decode.register_kernel("cuda")(mx_decode_triton)

@@ -282,7 +282,9 @@ def _mx_decode(x: torch.Tensor, w: MXWeight | NVFP4Tensor, bias: Any) -> torch.T
         elem, bs, ts = w.elem, w.block_size, None
         if w.act is ActQuant.MX_DYNAMIC:
             x = w.quantize_activation(x)
-    return _k.mx_decode.mx_decode(x, w.qdata, w.scale, ts, elem, bs, fb)
+    scale = w.scale.view(torch.uint8)  # opcheck and fake tensors cannot compute on float8
+    return _call("mx_decode", _k.mx_decode.mx_decode_triton,
+                 x, w.qdata, scale, ts, elem.value, bs, fb)  # fmt: skip
 
 
 for _name in ("triton.mxwo.decode", "triton.mx.decode", "triton.nvfp4wo.decode"):

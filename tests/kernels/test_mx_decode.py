@@ -64,7 +64,7 @@ def check_decode_matches_emulated(device: str) -> list[str]:
             for split in (None, 3):
                 args = [t.to(device) if t is not None else None for t in (x, q, s, ts)]
                 b = bias.to(device) if bias is not None else None
-                y = mdc.mx_decode(*args, elem or MXElem.FP4_E2M1, bs, b, split)
+                y = mdc.mx_decode_triton(*args, (elem or MXElem.FP4_E2M1).value, bs, b, split)
                 if y.dtype != dtype or not _close(y, want.float()):
                     name = elem.value if elem else "nvfp4"
                     bad.append(f"{name}/b{bs}/M{m}/{dtype}/split {split}")
@@ -94,11 +94,13 @@ def test_serves():
 def test_launcher_checks_shapes():
     x = torch.zeros(1, 64, dtype=torch.bfloat16)
     with pytest.raises(ValueError, match="do not hold K=64 fp4_e2m1"):
-        mdc.mx_decode(x, torch.zeros(8, 16, dtype=torch.uint8), torch.zeros(8, 2), None,
-                      MXElem.FP4_E2M1, 32, None)  # fmt: skip
+        mdc.mx_decode_triton(x, torch.zeros(8, 16, dtype=torch.uint8), torch.zeros(8, 2), None,
+                      "fp4_e2m1", 32, None)  # fmt: skip
     with pytest.raises(ValueError, match="expected contiguous \\(8, 2\\)"):
         s = torch.zeros(8, 4, dtype=torch.uint8)
-        mdc.mx_decode(x, torch.zeros(8, 32, dtype=torch.uint8), s, None, MXElem.FP4_E2M1, 32, None)
+        mdc.mx_decode_triton(
+            x, torch.zeros(8, 32, dtype=torch.uint8), s, None, "fp4_e2m1", 32, None
+        )
 
 
 @pytest.mark.parametrize("backend", ["cuda", "rocm", "interpret"])
@@ -130,3 +132,19 @@ def test_mx_weights_name_their_variant():
 
     assert variant("fp6_e3m2") == variant("fp6_e2m3") == "fp6"
     assert variant("fp4_e2m1") is None and variant("fp8_e4m3") is None
+
+
+def test_op_cpu_is_the_emulated_path_and_opcheck():
+    """aoq::mx_decode on CPU: the reference dequantization and one matmul; opcheck (fake
+    implementation, schema) on CPU and, where there is one, on a GPU."""
+    g = torch.Generator().manual_seed(1)
+    q, s, _, values = _weight(MXElem.FP4_E2M1, 48, 64, 32, g)
+    x = torch.randn(3, 64, generator=g).to(torch.bfloat16)
+    bias = torch.randn(48, generator=g).to(torch.bfloat16)
+    y = torch.ops.aoq.mx_decode(x, q, s, None, "fp4_e2m1", 32, bias)
+    want = F.linear(x, values.to(torch.bfloat16), bias)
+    assert torch.equal(y.isnan(), want.isnan()) and torch.equal(y.nan_to_num(), want.nan_to_num())
+    s = s.clamp(100, 150)  # opcheck compares without NaNs
+    for dev in ["cpu"] + (["cuda"] if torch.cuda.is_available() else []):
+        args = (x.to(dev), q.to(dev), s.to(dev), None, "fp4_e2m1", 32, bias.to(dev))
+        torch.library.opcheck(torch.ops.aoq.mx_decode.default, args)
