@@ -19,11 +19,14 @@ Keys, per weight: (M, dtype, device, the input's 16-byte alignment, the bias obj
 eager calls (never under torch.compile) with M <= MAX_M. The first call of a key runs the
 normal path (it may compile or autotune); the second runs it again while recording; later
 calls replay. A recording becomes a plan only if the call was nothing but launches through
-``launch`` and fresh ``torch.empty`` buffers. Anything else refuses it, and that key keeps
+``launch``, fresh ``torch.empty`` buffers and views (a squeeze, a dtype view: a view's address
+is a fixed offset into its base's, so a view of a buffer, of the input or of the weight's own
+tensors is replayed as that offset). Anything else refuses it, and that key keeps
 the normal path for good (``explain(weight)`` says why): another aten op (a fill, a copy, a
 BLAS matmul, a reference path), a launch Triton had to make itself (interpreter, launch
 hooks, hooked kernels), a launch argument that is neither the input, a fresh buffer nor one
-of the weight's or the bias's own tensors, a result that is not a fresh buffer. So a plan
+of the weight's or the bias's own tensors (or a view of one), a result that is not a fresh
+buffer. So a plan
 replays exactly what the normal path would run, on the current stream (CUDA-graph capture
 included), with its own fresh buffers every call.
 
@@ -54,15 +57,15 @@ MAX_PLANS = 64
 ENABLED = os.environ.get("AOQ_PLANS", "1") != "0" and _launch is not None and _launch.ENABLED
 WORKSPACE_ALIGN = 256
 _ALLOCATIONS = (torch.ops.aten.empty.memory_format, torch.ops.aten.empty_strided.default)
-_ALIASES = (torch.ops.aten.detach.default, torch.ops.aten.alias.default)
 _SEEN = "seen once"
 
 
 class Plan:
     """A recorded call: ``buffers`` (shape, stride, dtype) to allocate, then ``launches`` of
-    (bound kernel, grid, argument template, ((position, buffer index), ...)); buffer 0 is the
-    input, ``out`` the index of the result; the templates hold the weight's and bias's
-    tensors as addresses, ``keep`` those tensors with their addresses (:meth:`moved`).
+    (bound kernel, grid, argument template, ((position, buffer index, byte offset), ...): an
+    argument may be a view into a buffer); buffer 0 is the input, ``out`` the index of the
+    result; the templates hold the weight's and bias's tensors (or views of them) as
+    addresses, ``keep`` the tensors viewed with their addresses (:meth:`moved`).
     ``selection``: (kernel name, fallback, reason, platform) for provenance records;
     ``current``: the device the kernels were bound on; ``bias``: the bias object (held, so the
     id in the key stays its own); ``generation``: the kernel table's size when recorded."""
@@ -108,8 +111,8 @@ class Plan:
         stream = _launch.driver.active.get_current_stream(self.current)
         for bound, grid, template, slots in self.launches:
             args = list(template)
-            for pos, idx in slots:
-                args[pos] = addr[idx]
+            for pos, idx, offset in slots:
+                args[pos] = addr[idx] + offset
             bound(grid, stream, args)
         return y
 
@@ -128,20 +131,32 @@ def _workspace(buffers: list[tuple[Any, ...]], out: int) -> tuple[list[int], int
 
 
 class _Watch(TorchDispatchMode):
-    """Keeps the tensors fresh allocations return; notes any other aten op."""
+    """Keeps the tensors fresh allocations return and the views the call made (of anything:
+    :func:`_build` decides what their bases may be); notes any other aten op."""
 
     def __init__(self) -> None:
         super().__init__()
         self.fresh: dict[int, torch.Tensor] = {}
+        self.views: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}  # id: (view, base)
         self.other: list[str] = []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
         out = func(*args, **(kwargs or {}))
-        if func in _ALLOCATIONS or (func in _ALIASES and id(args[0]) in self.fresh):
-            self.fresh[id(out)] = out  # (factories return a detached alias under a mode)
+        if func in _ALLOCATIONS:
+            self.fresh[id(out)] = out
+        elif func.is_view and isinstance(out, torch.Tensor) and isinstance(args[0], torch.Tensor):
+            self.views[id(out)] = (out, args[0])  # (factories return a detached alias too)
         else:
             self.other.append(str(func))
         return out
+
+    def root(self, t: torch.Tensor) -> tuple[torch.Tensor, int]:
+        """The tensor ``t`` is a view of (through any chain of views the call made), and
+        ``t``'s byte offset into it: a fixed offset, since a view shares its base's storage."""
+        base = t
+        while id(base) in self.views:
+            base = self.views[id(base)][1]
+        return base, t.data_ptr() - base.data_ptr()
 
 
 def _own_tensors(weight: Any, bias: Any) -> set[int]:
@@ -184,19 +199,25 @@ def _build(
         for pos, a in enumerate(args):
             if not isinstance(a, torch.Tensor):
                 continue
-            idx = index(a)
+            base, offset = watch.root(a)
+            idx = index(base)
             if idx is not None:
                 template[pos] = None
-                slots.append((pos, idx))
-            elif id(a) in own:
+                slots.append((pos, idx, offset))
+            elif id(base) in own:
                 template[pos] = a.data_ptr()
-                keep[id(a)] = (a, template[pos])
+                keep[id(base)] = (base, base.data_ptr())
             else:
                 return f"launch argument {pos} is not the input, a fresh buffer or the weight's"
         steps.append((bound, grid, tuple(template), tuple(slots)))
-    out = index(y) if isinstance(y, torch.Tensor) else None
+    if not isinstance(y, torch.Tensor):
+        return "the result is not a fresh buffer"
+    base, offset = watch.root(y)
+    out = index(base)
     if out is None or out == 0:
         return "the result is not a fresh buffer"
+    if offset or (tuple(y.shape), y.stride()) != buffers[out - 1][:2]:
+        return "the result is a reshaped view of a fresh buffer"
     return Plan(buffers, steps, out, x.device, selection, bias, generation, tuple(keep.values()))
 
 

@@ -218,9 +218,15 @@ def test_host_overhead(host: Host, bench: BenchSession, timer: Timer) -> None:
     if host.config is None:
         bench.baselines[("host",)] = {mode: t}
     else:
-        extra = {"goal_us": HOST_GOAL_US, "meets_goal": p50 <= HOST_GOAL_US}
+        # the goal is aoq's own overhead: the time over the bf16 F.linear it replaces (this
+        # host's Python and launch floor); without that baseline the whole call must meet it
         base = bench.baselines.get(("host",))
-        if isinstance(base, dict):
-            extra["over_bf16_us"] = p50 - bl.rates(base)[mode]
+        over = p50 - bl.rates(base)[mode] if isinstance(base, dict) else None
+        extra = {
+            "goal_us": HOST_GOAL_US,
+            "meets_goal": (p50 if over is None else over) <= HOST_GOAL_US,
+        }
+        if over is not None:
+            extra["over_bf16_us"] = over
     bench.write(timed_records(bench.run_id, host.case, {mode: t}, None, check=HOST, **extra))
     bench.notes[host.id] = f"{p50:.1f}us per call"

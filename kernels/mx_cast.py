@@ -377,7 +377,10 @@ def _mx_cast_cuda(
 
 
 @mx_qdq.register_kernel("cuda")
-def _mx_qdq_cuda(x: Tensor, elem: str, block_size: int, dim: int, scale_rounding: str) -> Tensor:
+def mx_qdq_gpu(x: Tensor, elem: str, block_size: int, dim: int, scale_rounding: str) -> Tensor:
+    """``aoq::mx_qdq`` on a GPU (the Triton cast, the reference for other block sizes); the
+    linears call it directly when eager (an op call costs host time, and plans replay only
+    launches)."""
     if not triton_block_ok(block_size):
         return mx_qdq_reference(x, elem, block_size, dim, scale_rounding)
     return mx_cast_triton(x, elem, block_size, dim, scale_rounding, qdq=True)[0]

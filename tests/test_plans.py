@@ -104,6 +104,40 @@ def test_a_plan_sees_the_weight_storage_move(fake_driver):
     assert plan.moved()
 
 
+def test_views_replay_as_offsets_into_their_bases(fake_driver):
+    x, w, bound = torch.randn(1, 8), torch.randn(1, 8), _Bound()
+
+    def body(launches):  # t[1] = 2x + w (w seen through a squeeze), y = 2 t[1] + w
+        t, y = torch.empty(2, 8), torch.empty(1, 8)
+        launches.append((bound, (1, 1, 1), (x, w.squeeze(0), t[1], 8)))
+        launches.append((bound, (1, 1, 1), (t[1].unsqueeze(0), w, y, 8)))
+        return y
+
+    y, launches, watch = _record(x, _weight(w), None, body)
+    plan = plans._build(x, _weight(w), None, y, watch, launches, ("sel",), 3)
+    assert isinstance(plan, plans.Plan), plan
+    assert plan.buffers[0] == ((2, 8), (8, 1), torch.float32)  # the base, not the view
+    want = [((0, 0, 0), (2, 1, 32)), ((0, 1, 32), (2, 2, 0))]  # (position, buffer, bytes)
+    assert [slots for *_, slots in plan.launches] == want
+    x2 = torch.randn(1, 8)
+    assert torch.equal(plan(x2), 2 * (2 * x2 + w) + w)
+    w.data = torch.randn(1, 8)  # the squeezed view's base moved: the plan sees it
+    assert plan.moved()
+
+
+def test_a_reshaped_result_is_refused(fake_driver):
+    x, w, bound = torch.randn(1, 8), torch.randn(1, 8), _Bound()
+
+    def body(launches):
+        y = torch.empty(8)
+        launches.append((bound, (1, 1, 1), (x, w, y, 8)))
+        return y.view(1, 8)
+
+    y, launches, watch = _record(x, _weight(w), None, body)
+    reason = plans._build(x, _weight(w), None, y, watch, launches, ("sel",), 3)
+    assert reason == "the result is a reshaped view of a fresh buffer"
+
+
 @pytest.mark.parametrize(
     "why, body",
     [
@@ -160,6 +194,12 @@ DECODE = [
     "fp8-tensor",
     "w4a8-g32",
     "w8a8-static",
+    "mxwo-fp4_e2m1",
+    "mxwo-fp8_e4m3",
+    "mx-fp4_e2m1",
+    "mx-int8",
+    "nvfp4wo",
+    "nvfp4",
 ]
 CONFIGS = [c for c in inference_configs() if c.id in DECODE]
 
