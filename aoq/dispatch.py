@@ -159,6 +159,7 @@ def _gpu_rows() -> None:
         (Scheme.MX_WEIGHT_ONLY, "triton.mxwo.decode", "emulated.mx_dequant_mm"),
         (Scheme.MX_MX, "triton.mx.decode", "emulated.mx_qdq_mm"),
         (Scheme.NVFP4_WEIGHT_ONLY, "triton.nvfp4wo.decode", "emulated.nvfp4_dequant_mm"),
+        (Scheme.NVFP4_NVFP4, "triton.nvfp4.decode", "emulated.nvfp4_qdq_mm"),
     )
     for scheme, decode, emulated in mx_decode:
         for backend in (Backend.CUDA, Backend.ROCM, Backend.INTERPRET):

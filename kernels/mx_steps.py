@@ -136,6 +136,20 @@ def codes(
 
 
 @triton.jit
+def on_grid(
+    v, SHIFT: tl.constexpr, MIN_NORMAL_BITS: tl.constexpr, MAX_NORMAL: tl.constexpr,
+    IS_INT: tl.constexpr,
+):  # fmt: skip
+    """decode(code) of float32 v: v rounded to the element grid (RNE), saturated at
+    MAX_NORMAL, with v's sign (a negative v rounding to zero gives -0; int8 has no -0)."""
+    t, m = grid_add(v, SHIFT, MIN_NORMAL_BITS, IS_INT)
+    r = tl.minimum(t - m, MAX_NORMAL)
+    b = v.to(tl.int32, bitcast=True)
+    signed = (r.to(tl.int32, bitcast=True) | (b & -2147483648)).to(tl.float32, bitcast=True)
+    return tl.where(r == 0.0, 0.0, signed) if IS_INT else signed
+
+
+@triton.jit
 def qdq(
     x, inv, scl, ok, SHIFT: tl.constexpr, MIN_NORMAL_BITS: tl.constexpr,
     MAX_NORMAL: tl.constexpr, IS_INT: tl.constexpr, HW_FP8: tl.constexpr, FP8_TY: tl.constexpr,
@@ -145,11 +159,7 @@ def qdq(
     if HW_FP8:
         r = v.to(FP8_TY).to(tl.float32)
     else:
-        t, m = grid_add(v, SHIFT, MIN_NORMAL_BITS, IS_INT)
-        r = tl.minimum(t - m, MAX_NORMAL)
-        b = v.to(tl.int32, bitcast=True)
-        signed = (r.to(tl.int32, bitcast=True) | (b & -2147483648)).to(tl.float32, bitcast=True)
-        r = tl.where(r == 0.0, 0.0, signed) if IS_INT else signed  # int8 has no -0
+        r = on_grid(v, SHIFT, MIN_NORMAL_BITS, MAX_NORMAL, IS_INT)
     return tl.where(ok, r * scl, float("nan"))
 
 

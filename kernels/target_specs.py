@@ -258,6 +258,18 @@ def _mx_decode_spec(name: str, bits: int, params: tuple[int, ...], nvfp4: bool) 
     return Spec(name, "mx_decode", "_mx_decode_kernel", sig, ce, warps=4)
 
 
+def _nvfp4_act_specs() -> list[Spec]:
+    """kernels/nvfp4_act.py: the amax pass and the quantize-dequantize of bf16 activations."""
+    amax = Spec("nvfp4_act.amax", "nvfp4_act", "_amax_kernel",
+                {"x_ptr": "*bf16", "part_ptr": "*i32", "n": "i32", "per_prog": "i32"},
+                {"CHUNK": 4096}, mma=False, max_shared=512)  # fmt: skip
+    sig = {"x_ptr": "*bf16", "part_ptr": "*i32", "y_ptr": "*bf16", "nblk": "i32", "n_parts": "i32"}
+    ce = dict(PARTS=1024, NB=64, BS=16, E2M1=6.0, E4M3=448.0, FP4_SHIFT=22,
+              FP4_MIN_NORMAL=127 << 23, E4M3_SHIFT=20, E4M3_MIN_NORMAL=121 << 23)  # fmt: skip
+    qdq = Spec("nvfp4_act.qdq", "nvfp4_act", "_qdq_kernel", sig, ce, mma=False)
+    return [amax, qdq]
+
+
 def _mx_mm_spec(name: str, fmt: str) -> Spec:
     """The MX GEMM of a forward linear: both operands contiguous along K (the JIT makes unit
     strides constants, as here)."""
@@ -383,4 +395,5 @@ def specs(target: str) -> list[Spec]:
         _mx_decode_spec("mx_decode.fp6_e2m3", 6, (2, 3, 1, 0), False),
         _mx_decode_spec("mx_decode.fp8_e4m3", 8, (4, 3, 7, 1), False),
         _mx_decode_spec("mx_decode.nvfp4", 4, (2, 1, 1, 0), True),
+        *_nvfp4_act_specs(),
     ]

@@ -10,9 +10,11 @@ Attrs: act (NONE: weight-only; NVFP4_DYNAMIC: activations quantized to NVFP4 at 
 their own tensor scale from the activation's amax), config_id, config_json.
 
 Like MX, NVFP4 has no GEMM here that we can verify (sm100 has one), so both schemes are
-emulated on every backend: dequantize, quantize-dequantize the activations, one matmul in the
-input dtype. The reference math runs behind two torch.library ops so that torch.compile sees
-one opaque call instead of data-dependent Python.
+emulated: dequantize, quantize-dequantize the activations, one matmul in the input dtype. The
+math runs behind two torch.library ops so that torch.compile sees one opaque call instead of
+data-dependent Python: the reference on CPU, Triton on GPUs (kernels/mx_dequant.py,
+kernels/nvfp4_act.py; bit for bit the reference). At decode M on GPUs the weight is
+dequantized tile by tile inside kernels/mx_decode.py instead (aoq/tensors/triton_linear.py).
 """
 
 from __future__ import annotations
@@ -28,10 +30,11 @@ from aoq.formats.packing import pack_uint4, unpack_uint4
 from aoq.tensors.activation import split_bias
 from aoq.tensors.base import ActQuant, QuantizedWeight, check_act
 
-try:  # the Triton dequantization (GPUs); without triton the ops run the reference everywhere
+try:  # the Triton kernels (GPUs); without triton the ops run the reference everywhere
     from aoq.kernels import mx_dequant as _mxd
+    from aoq.kernels import nvfp4_act as _act
 except ImportError:
-    _mxd = None  # type: ignore[assignment]
+    _mxd = _act = None  # type: ignore[assignment]
 
 
 @torch.library.custom_op("aoq::nvfp4_dequantize", mutates_args=())
@@ -73,8 +76,25 @@ def _(qdata: Tensor, scale: Tensor, tensor_scale: Tensor, dtype: torch.dtype) ->
 def nvfp4_qdq(x: Tensor) -> Tensor:
     """NVFP4 quantize-dequantize of x [..., K] with a tensor scale from x's own amax, in x's
     dtype: what dynamic NVFP4 activations contribute to a GEMM."""
+    return _nvfp4_qdq_reference(x)
+
+
+def _nvfp4_qdq_reference(x: Tensor) -> Tensor:
     codes, block_scale, ts = nvfp4_quantize(x)
     return nvfp4_dequantize(codes, block_scale, ts, NVFP4_BLOCK, x.dtype)
+
+
+def nvfp4_qdq_gpu(x: Tensor) -> Tensor:
+    """``aoq::nvfp4_qdq`` on a GPU: kernels/nvfp4_act.py (bit for bit the reference) where it
+    serves, else the reference; the linears call it directly when eager (an op call costs
+    host time, and aoq/plans.py replays only launches)."""
+    if _act is not None and _act.serves(x):
+        return _act.nvfp4_qdq_triton(x)
+    return _nvfp4_qdq_reference(x)
+
+
+if _act is not None:
+    nvfp4_qdq.register_kernel("cuda")(nvfp4_qdq_gpu)
 
 
 @nvfp4_qdq.register_fake

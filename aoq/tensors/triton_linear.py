@@ -30,7 +30,7 @@ from aoq.tensors.float8 import Float8Tensor
 from aoq.tensors.int4 import Int4Tensor
 from aoq.tensors.int8 import Int8Tensor
 from aoq.tensors.mx import MXWeight
-from aoq.tensors.nvfp4 import NVFP4Tensor
+from aoq.tensors.nvfp4 import NVFP4Tensor, nvfp4_qdq_gpu
 
 try:  # the families register their torch.library ops (and the MX cast's CUDA implementation)
     import aoq.kernels._common  # noqa: F401
@@ -276,16 +276,25 @@ def _mx_decode(x: torch.Tensor, w: MXWeight | NVFP4Tensor, bias: Any) -> torch.T
     """The weight dequantized tile by tile inside the decode kernel (kernels/mx_decode.py):
     the emulated path's weights and products, without the dequantized copy."""
     fb, _ = split_bias(bias, static=False)
+    gpu = x.device.type != "cpu"  # eagerly the GPU ops' implementations, called directly
     if isinstance(w, NVFP4Tensor):
         elem, bs, ts = MXElem.FP4_E2M1, 16, w.tensor_scale
+        if w.act is ActQuant.NVFP4_DYNAMIC:  # the same op as w.quantize_activation
+            x = _call("nvfp4_qdq", nvfp4_qdq_gpu if gpu else torch.ops.aoq.nvfp4_qdq, x)
     else:
         elem, bs, ts = w.elem, w.block_size, None
-        if w.act is ActQuant.MX_DYNAMIC:
-            x = w.quantize_activation(x)
+        if w.act is ActQuant.MX_DYNAMIC:  # the same op as w.quantize_activation
+            qdq = _k.mx_cast.mx_qdq_gpu if gpu else torch.ops.aoq.mx_qdq
+            x = _call("mx_qdq", qdq, x, elem.value, bs, 1, w.scale_rounding.value)
     scale = w.scale.view(torch.uint8)  # opcheck and fake tensors cannot compute on float8
     return _call("mx_decode", _k.mx_decode.mx_decode_triton,
                  x, w.qdata, scale, ts, elem.value, bs, fb)  # fmt: skip
 
 
-for _name in ("triton.mxwo.decode", "triton.mx.decode", "triton.nvfp4wo.decode"):
+for _name in (
+    "triton.mxwo.decode",
+    "triton.mx.decode",
+    "triton.nvfp4wo.decode",
+    "triton.nvfp4.decode",
+):
     kernel(_name, _mx_decode_check)(_mx_decode)

@@ -112,15 +112,14 @@ def test_dispatch_rows(backend):
         dispatch.Scheme.MX_WEIGHT_ONLY: ("triton.mxwo.decode", "emulated.mx_dequant_mm"),
         dispatch.Scheme.MX_MX: ("triton.mx.decode", "emulated.mx_qdq_mm"),
         dispatch.Scheme.NVFP4_WEIGHT_ONLY: ("triton.nvfp4wo.decode", "emulated.nvfp4_dequant_mm"),
+        dispatch.Scheme.NVFP4_NVFP4: ("triton.nvfp4.decode", "emulated.nvfp4_qdq_mm"),
     }
     for scheme, (decode, emulated) in rows.items():
         assert dispatch.candidates(scheme, platform, 16, torch.bfloat16) == (decode,)
         assert dispatch.candidates(scheme, platform, 17, torch.bfloat16) == (emulated,)
         assert dispatch.candidates(scheme, platform, 1, torch.float32) == (emulated,)
-        if scheme is not dispatch.Scheme.NVFP4_WEIGHT_ONLY:  # fp6 codes: emulated at any M
+        if scheme.value.startswith("mx"):  # fp6 codes: emulated at any M
             assert dispatch.candidates(scheme, platform, 1, torch.bfloat16, "fp6") == (emulated,)
-    nvfp4 = dispatch.Scheme.NVFP4_NVFP4
-    assert dispatch.candidates(nvfp4, platform, 1) == ("emulated.nvfp4_qdq_mm",)
 
 
 def test_mx_weights_name_their_variant():

@@ -150,16 +150,14 @@ def test_sqnr_floor(config, dtype):
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("config", MX_CONFIGS, ids=lambda c: c.id)
 def test_intended_kernel_runs_on_every_device(device, config):
-    """CPU: the emulated kernel; GPUs at decode M: the MX decode kernel (NVFP4 activations
-    and fp6 codes: emulated), past it the emulated one; never a fallback, under strict."""
+    """CPU: the emulated kernel; GPUs at decode M: the MX decode kernel (fp6 codes:
+    emulated), past it the emulated one; never a fallback, under strict."""
     lin = aoq.quantize_(nn.Linear(128, 64, device=device).to(torch.bfloat16), config)
     for m in (5, 40):
         with aoq.strict(), aoq.trace_kernels() as trace:
             y = lin(torch.randn(m, 128, device=device, dtype=torch.bfloat16))
         rec = trace.records[0]
-        gpu_decode = (
-            device == "cuda" and m <= 16 and config.id != "nvfp4" and "fp6" not in config.id
-        )
+        gpu_decode = device == "cuda" and m <= 16 and "fp6" not in config.id
         want = "triton." if gpu_decode else "emulated."
         assert rec.kernel.startswith(want) and not rec.fallback and y.dtype == torch.bfloat16
     if device == "cuda":  # the GPU path (Triton casts) gives the CPU reference's bits
