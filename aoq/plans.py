@@ -5,10 +5,14 @@ of Python and launch time, an int4 weight-only linear through dispatch, the kern
 launcher and two Triton launches ~55 µs, while the GPU needs a few µs for a 1024 x 1024 layer
 (bench/host_profile.py). A plan is what one call did on the device: its launches through
 ``kernels/_launch.launch`` (compiled kernel, grid, arguments) and the buffers they wrote.
-Replaying it costs two allocations (the result, and one workspace holding every other buffer
-the call allocated: an allocation is ~2.5 µs of host time, and W8A8 writes five buffers) and
-one C launch per kernel, with every tensor argument passed as its address: Triton's
-launcher, given a tensor, calls its ``data_ptr`` and then the driver
+Replaying it costs one allocation (the result: an allocation is ~2.5 µs of host time, and
+W8A8 wrote five buffers) and one C launch per kernel. Every other buffer the call allocated
+lives in one workspace per device and stream, shared by every plan and kept between calls
+(:func:`release_workspaces` frees them): the launches of one replay are queued together
+under a lock, and the stream runs them in order, so no two replays on a stream overlap in
+it. Under CUDA-graph capture a replay allocates its own workspace instead (from the graph's
+pool: a graph may be replayed on any stream). A launch takes every tensor argument as its
+address: Triton's launcher, given a tensor, calls its ``data_ptr`` and then the driver
 (``cuPointerGetAttribute``) to check that the address is a device one, per tensor and
 launch. A plan's tensors were checked when it was recorded (the same weight, bias and
 device; buffers it allocates itself), and each replay first checks that the weight's and
@@ -39,6 +43,7 @@ keeps them: same buffers, new values), and unused once the kernel table gains a 
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -102,19 +107,52 @@ class Plan:
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         shape, stride, dtype = self.buffers[self.out - 1]
         y = torch.empty_strided(shape, stride, dtype=dtype, device=self.device)
-        base, ws = 0, None  # ws: alive until the launches are queued (then stream-ordered)
-        if self.workspace:
+        stream = _launch.driver.active.get_current_stream(self.current)
+        if not self.workspace:
+            self._launch(x, y, 0, stream)
+        elif _capturing(
+            self.device
+        ):  # ws: alive until the launches are queued (then stream-ordered)
             ws = torch.empty(self.workspace, dtype=torch.uint8, device=self.device)
-            base = ws.data_ptr()
+            self._launch(x, y, ws.data_ptr(), stream)
+        else:
+            with _SHARED_LOCK:
+                self._launch(x, y, _shared_workspace(self, stream), stream)
+        return y
+
+    def _launch(self, x: torch.Tensor, y: torch.Tensor, base: int, stream: int) -> None:
         addr = [x.data_ptr(), *(base + off for off in self.offsets)]
         addr[self.out] = y.data_ptr()
-        stream = _launch.driver.active.get_current_stream(self.current)
         for bound, grid, template, slots in self.launches:
             args = list(template)
             for pos, idx, offset in slots:
                 args[pos] = addr[idx] + offset
             bound(grid, stream, args)
-        return y
+
+
+_SHARED: dict[tuple[int, int], torch.Tensor] = {}
+"""(device index, stream) -> the workspace eager replays on that stream share."""
+_SHARED_LOCK = threading.Lock()
+
+
+def _capturing(device: torch.device) -> bool:
+    return device.type == "cuda" and bool(torch._C._cuda_isCurrentStreamCapturing())
+
+
+def _shared_workspace(plan: Plan, stream: int) -> int:
+    """The address of the stream's shared workspace, grown to the plan's size if needed (the
+    old one is freed to torch's allocator, stream-ordered: queued kernels finish first)."""
+    key = (plan.current, stream)
+    ws = _SHARED.get(key)
+    if ws is None or ws.numel() < plan.workspace:
+        ws = _SHARED[key] = torch.empty(plan.workspace, dtype=torch.uint8, device=plan.device)
+    return ws.data_ptr()
+
+
+def release_workspaces() -> None:
+    """Free the workspaces eager replays share (the next replay on a stream allocates anew)."""
+    with _SHARED_LOCK:
+        _SHARED.clear()
 
 
 def _workspace(buffers: list[tuple[Any, ...]], out: int) -> tuple[list[int], int]:

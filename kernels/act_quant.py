@@ -154,7 +154,12 @@ def _act_quant_kernel(
 
 
 @triton.jit
-def _row_amax_kernel(x_ptr, out_ptr, M, K, stride_xm, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+def _row_amax_kernel(
+    x_ptr, out_ptr, M, K, stride_xm, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
+    QMAX: tl.constexpr = 1.0, SCALE: tl.constexpr = False,
+):  # fmt: skip
+    """Row maxima of |x| into out [M]; SCALE (one program holds every row): the per-tensor
+    scale into out [1] instead, as _tensor_scale_kernel computes it (one launch less)."""
     offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     mmask = offs_m < M
     amax = tl.zeros((BLOCK_M,), tl.float32)
@@ -165,7 +170,14 @@ def _row_amax_kernel(x_ptr, out_ptr, M, K, stride_xm, BLOCK_M: tl.constexpr, BLO
             x_ptr + offs_m.to(tl.int64)[:, None] * stride_xm + offs_k[None, :], mask=mask, other=0.0
         )
         amax = tl.maximum(amax, tl.max(tl.abs(x.to(tl.float32)), axis=1))
-    tl.store(out_ptr + offs_m, amax, mask=mmask)
+    if SCALE:
+        hi = tl.max(amax, axis=0)  # (rows past M hold 0)
+        hi = tl.where(tl.max((amax != amax).to(tl.int32), axis=0) > 0, float("nan"), hi)
+        tl.store(
+            out_ptr, tl.maximum(tl.div_rn(hi, QMAX), TINY_F32, propagate_nan=tl.PropagateNan.ALL)
+        )
+    else:
+        tl.store(out_ptr + offs_m, amax, mask=mmask)
 
 
 @triton.jit
@@ -259,11 +271,16 @@ def quantize_fp8_act_triton(
     if not (m and k):
         return q.to(fp8_dtype), scale.fill_(TINY)
     # row maxima, their maximum as the scale (one program), the codes: three launches and
-    # fresh buffers only, so eager decode calls replay as a plan (aoq/plans.py)
-    amax = torch.empty(m, dtype=torch.float32, device=x.device)
-    launch(_row_amax_kernel, grid, x, amax, m, k, x.stride(0),
-           BLOCK_M=bm, BLOCK_K=bk, num_warps=warps)  # fmt: skip
-    launch(_tensor_scale_kernel, (1,), amax, scale, m, QMAX=fmax, BLOCK=1024, num_warps=4)
+    # fresh buffers only, so eager decode calls replay as a plan (aoq/plans.py); two when
+    # one program holds every row (M = 1 at decode): it writes the scale itself
+    if grid == (1,):
+        launch(_row_amax_kernel, grid, x, scale, m, k, x.stride(0),
+               BLOCK_M=bm, BLOCK_K=bk, QMAX=fmax, SCALE=True, num_warps=warps)  # fmt: skip
+    else:
+        amax = torch.empty(m, dtype=torch.float32, device=x.device)
+        launch(_row_amax_kernel, grid, x, amax, m, k, x.stride(0),
+               BLOCK_M=bm, BLOCK_K=bk, num_warps=warps)  # fmt: skip
+        launch(_tensor_scale_kernel, (1,), amax, scale, m, QMAX=fmax, BLOCK=1024, num_warps=4)
     launch(_act_quant_kernel, grid,
         x, q, scale, scale, scale, m, k, x.stride(0), q.stride(0),
         MODE=int(ActMode.FP8), GIVEN=True, QMAX=fmax,

@@ -93,6 +93,35 @@ def test_intermediate_buffers_live_in_one_workspace(fake_driver):
     assert torch.equal(plan(x2), 2 * (2 * (2 * x2 + w) + w) + w)
 
 
+def test_replays_on_a_stream_share_one_workspace(fake_driver):
+    x, w, bound = torch.randn(1, 8), torch.randn(1, 8), _Bound()
+
+    def chain(n):  # n - 1 intermediate buffers, then the result
+        def body(launches):
+            bufs = [torch.empty(1, 8) for _ in range(n)]
+            for a, b in zip([x, *bufs[:-1]], bufs, strict=True):
+                launches.append((bound, (1, 1, 1), (a, w, b, 8)))
+            return bufs[-1]
+
+        y, launches, watch = _record(x, _weight(w), None, body)
+        return plans._build(x, _weight(w), None, y, watch, launches, ("sel",), 3)
+
+    plans.release_workspaces()
+    small, large = chain(2), chain(4)
+    assert (small.workspace, large.workspace) == (256, 768)
+    x2 = torch.randn(1, 8)
+    assert torch.equal(small(x2), 2 * (2 * x2 + w) + w)
+    assert [t.numel() for t in plans._SHARED.values()] == [256]  # (device 0, stream 7)
+    want = x2
+    for _ in range(4):
+        want = 2 * want + w
+    assert torch.equal(large(x2), want)  # grown for the larger plan, then kept
+    assert torch.equal(small(x2), 2 * (2 * x2 + w) + w)
+    assert [t.numel() for t in plans._SHARED.values()] == [768]
+    plans.release_workspaces()
+    assert not plans._SHARED
+
+
 def test_a_plan_sees_the_weight_storage_move(fake_driver):
     x, w, bound = torch.randn(1, 8), torch.randn(1, 8), _Bound()
     y, launches, watch = _record(x, _weight(w), None, _one_launch(x, w, bound))
@@ -288,3 +317,28 @@ def test_a_bias_moved_by_data_assignment_is_recorded_again():
             got = F.linear(x, w, b)
         assert list(plans.explain(w).values())[0].startswith("plan (")
         assert torch.equal(got, _normal(w, x, b))
+
+
+@gpu
+def test_replays_on_two_streams_keep_their_own_workspaces():
+    config = aoq.Int8DynamicActivationInt8WeightConfig()
+    lin = aoq.quantize_(
+        nn.Linear(1024, 1024, bias=False, device="cuda", dtype=torch.bfloat16), config
+    )
+    w = lin.weight
+    xs = [torch.randn(1, 1024, device="cuda", dtype=torch.bfloat16) for _ in range(16)]
+    streams = [torch.cuda.Stream(), torch.cuda.Stream()]
+    with torch.no_grad():
+        for _ in range(3):
+            F.linear(xs[0], w)
+        assert list(plans.explain(w).values())[0].startswith("plan (")
+        got = []
+        for s in streams:
+            s.wait_stream(torch.cuda.current_stream())
+        for i, x in enumerate(xs):
+            with torch.cuda.stream(streams[i % 2]):
+                got.append(F.linear(x, w))
+        torch.cuda.synchronize()
+        assert sum(key[1] in (s.cuda_stream for s in streams) for key in plans._SHARED) == 2
+        for g, x in zip(got, xs, strict=True):
+            assert torch.equal(g, _normal(w, x, None))
