@@ -60,6 +60,8 @@ MAX_M = 16
 MAX_PLANS = 64
 """Keys kept per weight (dtypes x M x bias objects); a full cache is cleared."""
 ENABLED = os.environ.get("AOQ_PLANS", "1") != "0" and _launch is not None and _launch.ENABLED
+SHARE_WORKSPACE = os.environ.get("AOQ_SHARED_WORKSPACE", "1") != "0"
+"""Off: every replay allocates its own workspace (bench/host_profile.py times both)."""
 WORKSPACE_ALIGN = 256
 _ALLOCATIONS = (torch.ops.aten.empty.memory_format, torch.ops.aten.empty_strided.default)
 _SEEN = "seen once"
@@ -110,9 +112,8 @@ class Plan:
         stream = _launch.driver.active.get_current_stream(self.current)
         if not self.workspace:
             self._launch(x, y, 0, stream)
-        elif _capturing(
-            self.device
-        ):  # ws: alive until the launches are queued (then stream-ordered)
+        elif not SHARE_WORKSPACE or _capturing(self.device):
+            # ws: alive until the launches are queued (then stream-ordered)
             ws = torch.empty(self.workspace, dtype=torch.uint8, device=self.device)
             self._launch(x, y, ws.data_ptr(), stream)
         else:
