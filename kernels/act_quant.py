@@ -159,7 +159,7 @@ def _row_amax_kernel(
     QMAX: tl.constexpr = 1.0, SCALE: tl.constexpr = False,
 ):  # fmt: skip
     """Row maxima of |x| into out [M]; SCALE (one program holds every row): the per-tensor
-    scale into out [1] instead, as _tensor_scale_kernel computes it (one launch less)."""
+    scale into out [1] instead (_tensor_scale, as _tensor_scale_kernel: one launch less)."""
     offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     mmask = offs_m < M
     amax = tl.zeros((BLOCK_M,), tl.float32)
@@ -170,12 +170,8 @@ def _row_amax_kernel(
             x_ptr + offs_m.to(tl.int64)[:, None] * stride_xm + offs_k[None, :], mask=mask, other=0.0
         )
         amax = tl.maximum(amax, tl.max(tl.abs(x.to(tl.float32)), axis=1))
-    if SCALE:
-        hi = tl.max(amax, axis=0)  # (rows past M hold 0)
-        hi = tl.where(tl.max((amax != amax).to(tl.int32), axis=0) > 0, float("nan"), hi)
-        tl.store(
-            out_ptr, tl.maximum(tl.div_rn(hi, QMAX), TINY_F32, propagate_nan=tl.PropagateNan.ALL)
-        )
+    if SCALE:  # (rows past M hold 0)
+        tl.store(out_ptr, _tensor_scale(amax, QMAX))
     else:
         tl.store(out_ptr + offs_m, amax, mask=mmask)
 
@@ -189,9 +185,15 @@ def _tensor_scale_kernel(amax_ptr, s_ptr, M, QMAX: tl.constexpr, BLOCK: tl.const
         offs = m0 + tl.arange(0, BLOCK)
         v = tl.load(amax_ptr + offs, mask=offs < M, other=0.0)
         hi = tl.maximum(hi, v, propagate_nan=tl.PropagateNan.ALL)
+    tl.store(s_ptr, _tensor_scale(hi, QMAX))
+
+
+@triton.jit
+def _tensor_scale(hi, QMAX: tl.constexpr):
+    """max(max(hi) / QMAX, TINY) for row maxima ``hi`` (IEEE division; NaN if one is NaN)."""
     amax = tl.max(hi, axis=0)
     amax = tl.where(tl.max((hi != hi).to(tl.int32), axis=0) > 0, float("nan"), amax)
-    tl.store(s_ptr, tl.maximum(tl.div_rn(amax, QMAX), TINY_F32, propagate_nan=tl.PropagateNan.ALL))
+    return tl.maximum(tl.div_rn(amax, QMAX), TINY_F32, propagate_nan=tl.PropagateNan.ALL)
 
 
 ONE_ROW_CAP = 8192

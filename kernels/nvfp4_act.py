@@ -53,6 +53,12 @@ TILE_BLOCKS = 64
 """Blocks of 16 a qdq program converts (1024 elements, 4 warps)."""
 _FP4 = st.elem_constants(MXElem.FP4_E2M1, ScaleRounding.FLOOR, False)
 _E4M3 = st.elem_constants(MXElem.FP8_E4M3, ScaleRounding.FLOOR, False)
+QDQ_CONSTS = dict(
+    BS=NVFP4_BLOCK, E2M1=E2M1_MAX, E4M3=E4M3_MAX,
+    FP4_SHIFT=_FP4["SHIFT"], FP4_MIN_NORMAL=_FP4["MIN_NORMAL_BITS"],
+    E4M3_SHIFT=_E4M3["SHIFT"], E4M3_MIN_NORMAL=_E4M3["MIN_NORMAL_BITS"],
+)  # fmt: skip
+"""The format constexprs of ``_qdq_kernel`` (its launch and its compile-target spec)."""
 
 
 @triton.jit
@@ -126,8 +132,6 @@ def nvfp4_qdq_triton(x: torch.Tensor) -> torch.Tensor:
     nblk = n // NVFP4_BLOCK
     launch(_qdq_kernel, (triton.cdiv(nblk, TILE_BLOCKS),),
         x, parts, y, nblk, n_parts, PARTS=triton.next_power_of_2(n_parts), NB=TILE_BLOCKS,
-        BS=NVFP4_BLOCK, E2M1=E2M1_MAX, E4M3=E4M3_MAX,
-        FP4_SHIFT=_FP4["SHIFT"], FP4_MIN_NORMAL=_FP4["MIN_NORMAL_BITS"],
-        E4M3_SHIFT=_E4M3["SHIFT"], E4M3_MIN_NORMAL=_E4M3["MIN_NORMAL_BITS"], num_warps=4,
+        **QDQ_CONSTS, num_warps=4,
     )  # fmt: skip
     return y.to(x.dtype)

@@ -259,13 +259,15 @@ def _mx_decode_spec(name: str, bits: int, params: tuple[int, ...], nvfp4: bool) 
 
 
 def _nvfp4_act_specs() -> list[Spec]:
-    """kernels/nvfp4_act.py: the amax pass and the quantize-dequantize of bf16 activations."""
+    """kernels/nvfp4_act.py: the amax pass and the quantize-dequantize of bf16 activations,
+    at their launch tiles (the most partials)."""
+    from aoq.kernels import nvfp4_act as na
+
     amax = Spec("nvfp4_act.amax", "nvfp4_act", "_amax_kernel",
                 {"x_ptr": "*bf16", "part_ptr": "*i32", "n": "i32", "per_prog": "i32"},
-                {"CHUNK": 4096}, mma=False, max_shared=512)  # fmt: skip
+                {"CHUNK": na.AMAX_CHUNK}, mma=False, max_shared=512)  # fmt: skip
     sig = {"x_ptr": "*bf16", "part_ptr": "*i32", "y_ptr": "*bf16", "nblk": "i32", "n_parts": "i32"}
-    ce = dict(PARTS=1024, NB=64, BS=16, E2M1=6.0, E4M3=448.0, FP4_SHIFT=22,
-              FP4_MIN_NORMAL=127 << 23, E4M3_SHIFT=20, E4M3_MIN_NORMAL=121 << 23)  # fmt: skip
+    ce = dict(PARTS=na.MAX_PARTIALS, NB=na.TILE_BLOCKS, **na.QDQ_CONSTS)
     qdq = Spec("nvfp4_act.qdq", "nvfp4_act", "_qdq_kernel", sig, ce, mma=False)
     return [amax, qdq]
 
