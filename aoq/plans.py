@@ -10,8 +10,10 @@ W8A8 wrote five buffers) and one C launch per kernel. Every other buffer the cal
 lives in one workspace per device and stream, shared by every plan and kept between calls
 (:func:`release_workspaces` frees them): the launches of one replay are queued together
 under a lock, and the stream runs them in order, so no two replays on a stream overlap in
-it. Under CUDA-graph capture a replay allocates its own workspace instead (from the graph's
-pool: a graph may be replayed on any stream). A launch takes every tensor argument as its
+it. The split-K counters of a fused reduction (kernels/splitk.py) are the current stream's
+too, looked up per replay. Under CUDA-graph capture no plan is recorded or replayed: the
+normal path runs (capture happens once, and a graph may be replayed on any stream, so its
+split kernels reduce in a separate kernel). A launch takes every tensor argument as its
 address: Triton's launcher, given a tensor, calls its ``data_ptr`` and then the driver
 (``cuPointerGetAttribute``) to check that the address is a device one, per tensor and
 launch. A plan's tensors were checked when it was recorded (the same weight, bias and
@@ -25,14 +27,15 @@ normal path (it may compile or autotune); the second runs it again while recordi
 calls replay. A recording becomes a plan only if the call was nothing but launches through
 ``launch``, fresh ``torch.empty`` buffers and views (a squeeze, a dtype view: a view's address
 is a fixed offset into its base's, so a view of a buffer, of the input or of the weight's own
-tensors is replayed as that offset). Anything else refuses it, and that key keeps
+tensors is replayed as that offset), and the stream's split-K counters. Anything else
+refuses it, and that key keeps
 the normal path for good (``explain(weight)`` says why): another aten op (a fill, a copy, a
 BLAS matmul, a reference path), a launch Triton had to make itself (interpreter, launch
 hooks, hooked kernels), a launch argument that is neither the input, a fresh buffer nor one
 of the weight's or the bias's own tensors (or a view of one), a result that is not a fresh
 buffer. So a plan
-replays exactly what the normal path would run, on the current stream (CUDA-graph capture
-included), with its own fresh buffers every call.
+replays exactly what the normal path would run, on the current stream, with its own fresh
+result every call.
 
 No plans when the selection is a fallback (strict mode must see it every call), when
 ``AOQ_TEST_SLOWDOWN`` is set, or with ``AOQ_PLANS=0`` (read at import). A weight's plans are
@@ -51,9 +54,10 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 try:
-    from aoq.kernels import _launch
+    from aoq.kernels import _launch, splitk
 except ImportError:  # no triton: nothing to plan
     _launch = None  # type: ignore[assignment]
+    splitk = None  # type: ignore[assignment]
 
 MAX_M = 16
 """Plans serve decode shapes; at larger M the host time is a small part of the call."""
@@ -75,10 +79,12 @@ class Plan:
     addresses, ``keep`` the tensors viewed with their addresses (:meth:`moved`).
     ``selection``: (kernel name, fallback, reason, platform) for provenance records;
     ``current``: the device the kernels were bound on; ``bias``: the bias object (held, so the
-    id in the key stays its own); ``generation``: the kernel table's size when recorded."""
+    id in the key stays its own); ``generation``: the kernel table's size when recorded;
+    ``counters``: how many split-K counters the launches use (buffer index -1: the replaying
+    stream's), 0 for none."""
 
     __slots__ = ("buffers", "launches", "out", "device", "current", "selection", "bias",
-                 "generation", "keep", "offsets", "workspace")  # fmt: skip
+                 "generation", "keep", "offsets", "workspace", "counters")  # fmt: skip
 
     def __init__(
         self,
@@ -90,6 +96,7 @@ class Plan:
         bias: Any,
         generation: int,
         keep: tuple[tuple[torch.Tensor, int], ...],
+        counters: int = 0,
     ) -> None:
         self.buffers = buffers
         self.launches = launches
@@ -101,6 +108,7 @@ class Plan:
         self.generation = generation
         self.keep = keep
         self.offsets, self.workspace = _workspace(buffers, out)
+        self.counters = counters
 
     def moved(self) -> bool:
         """A kept tensor's storage is no longer at the recorded address."""
@@ -112,8 +120,7 @@ class Plan:
         stream = _launch.driver.active.get_current_stream(self.current)
         if not self.workspace:
             self._launch(x, y, 0, stream)
-        elif not SHARE_WORKSPACE or _capturing(self.device):
-            # ws: alive until the launches are queued (then stream-ordered)
+        elif not SHARE_WORKSPACE:  # ws: alive until the launches are queued (then stream-ordered)
             ws = torch.empty(self.workspace, dtype=torch.uint8, device=self.device)
             self._launch(x, y, ws.data_ptr(), stream)
         else:
@@ -124,6 +131,9 @@ class Plan:
     def _launch(self, x: torch.Tensor, y: torch.Tensor, base: int, stream: int) -> None:
         addr = [x.data_ptr(), *(base + off for off in self.offsets)]
         addr[self.out] = y.data_ptr()
+        if self.counters:  # index -1
+            addr.append(splitk.counters_at(self.device, self.device.index, stream,
+                                           self.counters).data_ptr())  # fmt: skip
         for bound, grid, template, slots in self.launches:
             args = list(template)
             for pos, idx, offset in slots:
@@ -232,7 +242,7 @@ def _build(
             buffers.append((tuple(t.shape), t.stride(), t.dtype))
         return slot.get(id(t))
 
-    steps, keep = [], {}
+    steps, keep, counters = [], {}, 0
     for bound, grid, args in launches:
         template, slots = list(args), []
         for pos, a in enumerate(args):
@@ -246,6 +256,10 @@ def _build(
             elif id(base) in own:
                 template[pos] = a.data_ptr()
                 keep[id(base)] = (base, base.data_ptr())
+            elif splitk.is_counters(base):
+                template[pos] = None
+                slots.append((pos, -1, offset))
+                counters = max(counters, base.numel())
             else:
                 return f"launch argument {pos} is not the input, a fresh buffer or the weight's"
         steps.append((bound, grid, tuple(template), tuple(slots)))
@@ -257,7 +271,8 @@ def _build(
         return "the result is not a fresh buffer"
     if offset or (tuple(y.shape), y.stride()) != buffers[out - 1][:2]:
         return "the result is a reshaped view of a fresh buffer"
-    return Plan(buffers, steps, out, x.device, selection, bias, generation, tuple(keep.values()))
+    keep_ = tuple(keep.values())
+    return Plan(buffers, steps, out, x.device, selection, bias, generation, keep_, counters)
 
 
 def _key(x: torch.Tensor, bias: Any) -> tuple[Any, ...]:
@@ -276,6 +291,8 @@ def lookup(weight: Any, x: torch.Tensor, bias: Any, generation: int) -> Plan | N
         return None
     if _launch._hooks_installed() or _launch.driver.active.get_current_device() != plan.current:
         return None
+    if _capturing(plan.device):
+        return None
     if plan.moved():  # record this key again
         del plans[key]
         return None
@@ -291,7 +308,7 @@ def run(
     call: Callable[[], torch.Tensor],
 ) -> torch.Tensor:
     """``call()`` (the normal path of this call); the second time a key is seen, recorded."""
-    if not ENABLED or x.shape[0] > MAX_M or x.device.type != "cuda":
+    if not ENABLED or x.shape[0] > MAX_M or x.device.type != "cuda" or _capturing(x.device):
         return call()
     plans = weight.__dict__.setdefault("_plans", {})
     key = _key(x, bias)

@@ -133,18 +133,19 @@ def _byte_codes(q, WFMT: tl.constexpr, ASM: tl.constexpr):
 
 @triton.jit
 def _decode_mma_kernel(
-    x_ptr, w_ptr, s_ptr, z_ptr, xs_ptr, b_ptr, y_ptr, p_ptr,
+    x_ptr, w_ptr, s_ptr, z_ptr, xs_ptr, b_ptr, y_ptr, p_ptr, c_ptr,
     M, N, K, G, K_SPLIT, stride_xm, stride_wn, stride_ym,
     WFMT: tl.constexpr, GROUP_SIZE: tl.constexpr, GROUPS: tl.constexpr, XQ: tl.constexpr,
-    STATIC: tl.constexpr, HAS_BIAS: tl.constexpr, SPLIT_K: tl.constexpr,
+    STATIC: tl.constexpr, HAS_BIAS: tl.constexpr, SPLIT_K: tl.constexpr, TAIL: tl.constexpr,
     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, ASM: tl.constexpr, UPCAST: tl.constexpr,
 ):  # fmt: skip
     """Program (n, s): outputs [16, BLOCK_N] over K range s. int4 (WFMT 1: zero points from
     z_ptr; 3: symmetric, q + 8 stored): GROUPS quantization groups a step; int8 (WFMT 0) and
     fp8 (2): per-channel scales. XQ: x holds int8
     codes (W4A8: exact in bf16, and a group's products sum exactly in float32), scaled by
-    xs per row (STATIC: one scalar) at the end. SPLIT_K > 1 stores float32 partials for
-    splitk.reduce_partials (which then applies int8's channel scale, xs and the bias)."""
+    xs per row (STATIC: one scalar) at the end. SPLIT_K > 1 stores float32 partials, which
+    the last program of the column tile (TAIL, splitk.finish) or splitk.reduce_partials
+    sums, then applies int8's channel scale, xs and the bias."""
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -198,6 +199,9 @@ def _decode_mma_kernel(
     if SPLIT_K > 1:
         part_ptrs = p_ptr + pid_k.to(tl.int64) * M * N + offs_m.to(tl.int64)[:, None] * N
         tl.store(part_ptrs + offs_n[None, :], acc, mask=mmask[:, None] & nmask[None, :])
+        if TAIL:
+            splitk.finish(p_ptr, c_ptr, p_ptr, s_ptr, xs_ptr, b_ptr, y_ptr, M, N, stride_ym,
+                          SPLIT_K, TAIL, BLOCK_N)  # fmt: skip
     else:
         epilogue(acc, s_ptr, xs_ptr, b_ptr, y_ptr, offs_m, offs_n, M, N, stride_ym,
                  WFMT == 0 or WFMT == 2, XQ, STATIC, HAS_BIAS)  # fmt: skip
@@ -280,16 +284,15 @@ def decode_mma(
     n_prog = triton.cdiv(n, bn)
     p = splitk.plan(y, backend, n_prog, k, bk, split, per_sm=per_sm)
     xq = x_scale is not None
+    epi = dict(col_scale=scale if per_channel else None, row_scale=x_scale, bias=bias)
     launch(_decode_mma_kernel, (n_prog, p.split),
         x, qdata, scale, zero if zero is not None else scale,
         x_scale if xq else scale, bias if bias is not None else scale, y, p.partials,
+        p.counter_arg(),
         m, n, k, groups, p.k_split, x.stride(0), qdata.stride(0), y.stride(0),
         WFMT=int(wfmt), GROUP_SIZE=gs, GROUPS=bk // gs, XQ=xq,
         STATIC=x_scale is not None and x_scale.dim() == 0, HAS_BIAS=bias is not None,
-        SPLIT_K=p.split, BLOCK_N=bn, BLOCK_K=bk, ASM=backend is Backend.CUDA, UPCAST=INTERPRET,
-        **cfg,
+        SPLIT_K=p.split, TAIL=p.tail(splitk.epilogue_bits(**epi)), BLOCK_N=bn, BLOCK_K=bk,
+        ASM=backend is Backend.CUDA, UPCAST=INTERPRET, **cfg,
     )  # fmt: skip
-    if p.split > 1:
-        splitk.reduce_partials(
-            p.partials, y, col_scale=scale if per_channel else None, row_scale=x_scale, bias=bias
-        )
+    p.finish(y, **epi)

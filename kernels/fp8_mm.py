@@ -37,14 +37,16 @@ from aoq.formats import linear as ref
 
 @triton.jit
 def _fp8_mm_kernel(
-    x_ptr, xs_ptr, w_ptr, ws_ptr, b_ptr, y_ptr, p_ptr,
+    x_ptr, xs_ptr, w_ptr, ws_ptr, b_ptr, y_ptr, p_ptr, c_ptr,
     M, N, K, K_SPLIT, stride_xm, stride_wn, stride_ym, M_KEY,
     X_ROW: tl.constexpr, W_ROW: tl.constexpr, HAS_BIAS: tl.constexpr, WIDEN: tl.constexpr,
-    SPLIT_K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    SPLIT_K: tl.constexpr, TAIL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
 ):  # fmt: skip
     """Program (n, m, s) covers K range s (K_SPLIT long; the whole of K when SPLIT_K == 1).
-    With SPLIT_K > 1 it stores its float32 partial and splitk.reduce_partials sums the
-    partials in order, scales and adds the bias."""
+    With SPLIT_K > 1 it stores its float32 partial, and the column tile's last program
+    (TAIL, splitk.finish) or splitk.reduce_partials sums the partials in order, scales and
+    adds the bias."""
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(1)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -74,6 +76,9 @@ def _fp8_mm_kernel(
     if SPLIT_K > 1:
         part = p_ptr + tl.program_id(2).to(tl.int64) * M * N + offs_m.to(tl.int64)[:, None] * N
         tl.store(part + offs_n[None, :], acc, mask=mmask[:, None] & nmask[None, :])
+        if TAIL:
+            splitk.finish(p_ptr, c_ptr, p_ptr, ws_ptr, xs_ptr, b_ptr, y_ptr, M, N, stride_ym,
+                          SPLIT_K, TAIL, BLOCK_N)  # fmt: skip
         return
     if X_ROW:
         acc = acc * tl.load(xs_ptr + offs_m, mask=mmask, other=0.0)[:, None]
@@ -152,22 +157,22 @@ def fp8_mm_triton(
         cfg["BLOCK_K"] = max(32, cfg["BLOCK_K"])  # one fp8 MMA K step
         n_prog = triton.cdiv(n, cfg["BLOCK_N"])
         p = splitk.plan(y, backend, n_prog, k, cfg["BLOCK_K"], split, per_sm=DECODE_PER_SM)
+        # [N, 1] / [M, 1] scales as vectors, [1] ones as scalars
+        epi = dict(col_scale=ws.squeeze(-1), row_scale=xs.squeeze(-1), bias=bias)
         launch(_fp8_mm_kernel, (n_prog, 1, p.split),
-            xq, xs, wq, ws, b, y, p.partials, m, n, k, p.k_split, xq.stride(0), wq.stride(0),
-            y.stride(0), m_bucket(m), SPLIT_K=p.split, **flags, **cfg,
+            xq, xs, wq, ws, b, y, p.partials, p.counter_arg(), m, n, k, p.k_split, xq.stride(0),
+            wq.stride(0), y.stride(0), m_bucket(m), SPLIT_K=p.split,
+            TAIL=p.tail(splitk.epilogue_bits(**epi)), **flags, **cfg,
         )  # fmt: skip
-        if p.split > 1:  # [N, 1] / [M, 1] scales as vectors, [1] ones as scalars
-            splitk.reduce_partials(
-                p.partials, y, col_scale=ws.squeeze(-1), row_scale=xs.squeeze(-1), bias=bias
-            )
+        p.finish(y, **epi)
         return y.to(out_dtype)
 
     def grid(meta: dict) -> tuple[int, int]:
         return (triton.cdiv(n, meta["BLOCK_N"]), triton.cdiv(m, meta["BLOCK_M"]))
 
     launch(_tuned(Strategy(strategy), xq.device), grid,
-        xq, xs, wq, ws, b, y, y, m, n, k, k, xq.stride(0), wq.stride(0), y.stride(0),
-        m_bucket(m), SPLIT_K=1, **flags,
+        xq, xs, wq, ws, b, y, y, y, m, n, k, k, xq.stride(0), wq.stride(0), y.stride(0),
+        m_bucket(m), SPLIT_K=1, TAIL=0, **flags,
     )  # fmt: skip
     return y.to(out_dtype)
 

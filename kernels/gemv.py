@@ -35,10 +35,11 @@ the word trick saves when a word holds only four codes)."""
 
 @triton.jit
 def _gemv_words_kernel(
-    x_ptr, w_ptr, s_ptr, z_ptr, b_ptr, y_ptr, p_ptr,
+    x_ptr, w_ptr, s_ptr, z_ptr, b_ptr, y_ptr, p_ptr, c_ptr,
     N, K, G, K_SPLIT, stride_wn,
     INT4: tl.constexpr, GROUP_SIZE: tl.constexpr, PER_CHANNEL: tl.constexpr,
-    HAS_BIAS: tl.constexpr, SPLIT_K: tl.constexpr, BLOCK_N: tl.constexpr, WORDS: tl.constexpr,
+    HAS_BIAS: tl.constexpr, SPLIT_K: tl.constexpr, TAIL: tl.constexpr, BLOCK_N: tl.constexpr,
+    WORDS: tl.constexpr,
     EVEN_K: tl.constexpr,
 ):  # fmt: skip
     """y[n] = Σ_k (q[n, k] - z[n, g]) s[n, g] x[k] (+ b[n]); w_ptr holds uint32 words of codes
@@ -89,6 +90,9 @@ def _gemv_words_kernel(
             acc += t * tl.load(s_ptr + offs_n.to(tl.int64) * G + g, mask=nmask, other=0.0)
     if SPLIT_K > 1:
         tl.store(p_ptr + pid_k.to(tl.int64) * N + offs_n, acc, mask=nmask)
+        if TAIL:
+            splitk.finish(p_ptr, c_ptr, p_ptr, s_ptr, p_ptr, b_ptr, y_ptr, 1, N, N,
+                          SPLIT_K, TAIL, BLOCK_N)  # fmt: skip
     else:
         if PER_CHANNEL:
             acc = acc * tl.load(s_ptr + offs_n, mask=nmask, other=0.0)
@@ -133,14 +137,14 @@ def gemv_words(
     block_k = words * codes
     p = splitk.plan(y, backend, n_prog, k, block_k, split, per_sm=16)
     w32 = qdata.view(torch.uint32)
+    epi = dict(col_scale=scale if per_channel else None, bias=bias)
     launch(_gemv_words_kernel, (n_prog, p.split),
-        x, w32, scale, zero, bias if bias is not None else scale, y, p.partials,
+        x, w32, scale, zero, bias if bias is not None else scale, y, p.partials, p.counter_arg(),
         n, k, groups, p.k_split, w32.stride(0),
         INT4=int4, GROUP_SIZE=gs, PER_CHANNEL=per_channel, HAS_BIAS=bias is not None,
-        SPLIT_K=p.split, BLOCK_N=bn, WORDS=words,
+        SPLIT_K=p.split, TAIL=p.tail(splitk.epilogue_bits(**epi)), BLOCK_N=bn, WORDS=words,
         EVEN_K=k % p.k_split == 0 and p.k_split % block_k == 0,
         num_warps=GEMV_TILE["num_warps"],
     )  # fmt: skip
-    if p.split > 1:
-        splitk.reduce_partials(p.partials, y, col_scale=scale if per_channel else None, bias=bias)
+    p.finish(y, **epi)
     return True

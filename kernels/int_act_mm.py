@@ -58,16 +58,17 @@ def _flush(acc, accf, g, s_ptr, offs_n, nmask, G, bq, gstar, HAS_BIAS_INT: tl.co
 
 @triton.jit
 def _int_act_mm_kernel(
-    xq_ptr, xs_ptr, xz_ptr, w_ptr, s_ptr, b_ptr, bq_ptr, gstar_ptr, y_ptr, p_ptr,
+    xq_ptr, xs_ptr, xz_ptr, w_ptr, s_ptr, b_ptr, bq_ptr, gstar_ptr, y_ptr, p_ptr, c_ptr,
     M, N, K, G, K_SPLIT, stride_xm, stride_wn, stride_ym, M_KEY,
     INT4: tl.constexpr, GROUP_SIZE: tl.constexpr, PER_CHANNEL: tl.constexpr,
     ASYM: tl.constexpr, STATIC: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_BIAS_INT: tl.constexpr,
-    UPCAST: tl.constexpr, PRECISION: tl.constexpr, SPLIT_K: tl.constexpr,
+    UPCAST: tl.constexpr, PRECISION: tl.constexpr, SPLIT_K: tl.constexpr, TAIL: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
 ):  # fmt: skip
     """Program (n, m, s) covers K range s (splitk.py; K_SPLIT = K when SPLIT_K == 1). With
     SPLIT_K > 1 it stores its partial (int32 per-channel accumulators, float32 group sums)
-    and splitk.reduce_partials adds the bias, scales and casts."""
+    and the column tile's last program (TAIL, splitk.finish) or splitk.reduce_partials adds
+    the bias, scales and casts."""
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(1)
     pid_k = tl.program_id(2)
@@ -118,6 +119,9 @@ def _int_act_mm_kernel(
             tl.store(part + offs_n[None, :], acc, mask=pmask)
         else:
             tl.store(part + offs_n[None, :], accf, mask=pmask)
+        if TAIL:
+            splitk.finish(p_ptr, c_ptr, bq_ptr, s_ptr, xs_ptr, b_ptr, y_ptr, M, N, stride_ym,
+                          SPLIT_K, TAIL, BLOCK_N)  # fmt: skip
         return
     if PER_CHANNEL:
         if HAS_BIAS_INT:
@@ -145,11 +149,11 @@ def _dp4a(a, b, c):
 
 @triton.jit
 def _w4a8_gemv_kernel(
-    xq_ptr, xs_ptr, xz_ptr, w_ptr, s_ptr, b_ptr, bq_ptr, gstar_ptr, y_ptr, p_ptr,
+    xq_ptr, xs_ptr, xz_ptr, w_ptr, s_ptr, b_ptr, bq_ptr, gstar_ptr, y_ptr, p_ptr, c_ptr,
     N, K, G, K_SPLIT,
     GROUP_SIZE: tl.constexpr, GROUPS: tl.constexpr, ASYM: tl.constexpr, STATIC: tl.constexpr,
     HAS_BIAS: tl.constexpr, HAS_BIAS_INT: tl.constexpr, SPLIT_K: tl.constexpr,
-    BLOCK_N: tl.constexpr, ASM: tl.constexpr,
+    TAIL: tl.constexpr, BLOCK_N: tl.constexpr, ASM: tl.constexpr,
 ):  # fmt: skip
     """W4A8 at M == 1 without the matrix units: GROUPS quantization groups a loop step.
 
@@ -228,6 +232,9 @@ def _w4a8_gemv_kernel(
         accf += tl.sum(gsum * ws, axis=1)
     if SPLIT_K > 1:
         tl.store(p_ptr + pid_k.to(tl.int64) * N + offs_n, accf, mask=nmask)
+        if TAIL:
+            splitk.finish(p_ptr, c_ptr, p_ptr, p_ptr, xs_ptr, b_ptr, y_ptr, 1, N, N,
+                          SPLIT_K, TAIL, BLOCK_N)  # fmt: skip
     else:
         y = accf * tl.load(xs_ptr)
         if HAS_BIAS:
@@ -318,12 +325,13 @@ def int_act_mm_triton(
         p = splitk.plan(y, backend, n_prog, k, step, split, per_sm=GEMV_TILE["per_sm"])
         flags.pop("INT4"), flags.pop("PER_CHANNEL"), flags.pop("UPCAST"), flags.pop("PRECISION")
         words = backend is Backend.CUDA and xq.data_ptr() % 4 == 0 and wq.data_ptr() % 4 == 0
+        epi = dict(row_scale=x_scale, bias=bias)
         launch(_w4a8_gemv_kernel, (n_prog, p.split),
-            *args, y, p.partials, n, k, groups, p.k_split, GROUPS=step // gs, SPLIT_K=p.split,
-            BLOCK_N=bn, ASM=words, num_warps=GEMV_TILE["num_warps"], **flags,
+            *args, y, p.partials, p.counter_arg(), n, k, groups, p.k_split, GROUPS=step // gs,
+            SPLIT_K=p.split, TAIL=p.tail(splitk.epilogue_bits(**epi)), BLOCK_N=bn, ASM=words,
+            num_warps=GEMV_TILE["num_warps"], **flags,
         )  # fmt: skip
-        if p.split > 1:
-            splitk.reduce_partials(p.partials, y, row_scale=x_scale, bias=bias)
+        p.finish(y, **epi)
         return y.to(out_dtype)
     sym = x_zero is None and bias_int is None
     if Strategy(strategy) is Strategy.DECODE and int4 and sym and dm.serves(xq, wq, groups, W4):
@@ -339,23 +347,22 @@ def int_act_mm_triton(
         align = cfg["BLOCK_K"] if per_channel else max(cfg["BLOCK_K"], gs)
         part_dtype = torch.int32 if per_channel else torch.float32
         p = splitk.plan(y, backend, n_prog, k, align, split, part_dtype=part_dtype)
+        epi = dict(col_scale=ws if per_channel else None, row_scale=x_scale, bias=bias,
+                   bias_int=bias_int if per_channel else None)  # fmt: skip
         launch(_int_act_mm_kernel, (n_prog, 1, p.split),
-            *args, y, p.partials, m, n, k, groups, p.k_split, xq.stride(0), wq.stride(0),
-            y.stride(0), m_bucket(m), SPLIT_K=p.split, **flags, **cfg,
+            *args, y, p.partials, p.counter_arg(), m, n, k, groups, p.k_split, xq.stride(0),
+            wq.stride(0), y.stride(0), m_bucket(m), SPLIT_K=p.split,
+            TAIL=p.tail(splitk.epilogue_bits(**epi)), **flags, **cfg,
         )  # fmt: skip
-        if p.split > 1:
-            splitk.reduce_partials(
-                p.partials, y, col_scale=ws if per_channel else None, row_scale=x_scale, bias=bias,
-                bias_int=bias_int if per_channel else None,
-            )  # fmt: skip
+        p.finish(y, **epi)
         return y.to(out_dtype)
 
     def grid(meta: dict) -> tuple[int, int, int]:
         return (triton.cdiv(n, meta["BLOCK_N"]), triton.cdiv(m, meta["BLOCK_M"]), 1)
 
     launch(_tuned(Strategy(strategy), xq.device, 0 if per_channel else gs), grid,
-        *args, y, y, m, n, k, groups, k, xq.stride(0), wq.stride(0), y.stride(0), m_bucket(m),
-        SPLIT_K=1, **flags,
+        *args, y, y, y, m, n, k, groups, k, xq.stride(0), wq.stride(0), y.stride(0),
+        m_bucket(m), SPLIT_K=1, TAIL=0, **flags,
     )  # fmt: skip
     return y.to(out_dtype)
 

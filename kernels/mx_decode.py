@@ -37,15 +37,17 @@ from aoq.formats.packing import unpack_uint4
 
 @triton.jit
 def _mx_decode_kernel(
-    x_ptr, q_ptr, s_ptr, ts_ptr, b_ptr, y_ptr, p_ptr,
+    x_ptr, q_ptr, s_ptr, ts_ptr, b_ptr, y_ptr, p_ptr, c_ptr,
     M, N, K, K_SPLIT, stride_xm, stride_qn, stride_sn, stride_ym,
     BITS: tl.constexpr, EBITS: tl.constexpr, MBITS: tl.constexpr, BIAS: tl.constexpr,
     NAN: tl.constexpr, NVFP4: tl.constexpr, BS: tl.constexpr, HAS_BIAS: tl.constexpr,
-    SPLIT_K: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, UPCAST: tl.constexpr,
+    SPLIT_K: tl.constexpr, TAIL: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    UPCAST: tl.constexpr,
 ):  # fmt: skip
     """Program (n, s): outputs [16, BLOCK_N] over K range s (K_SPLIT long, a multiple of
-    BLOCK_K). SPLIT_K > 1 stores float32 partials for splitk.reduce_partials (which adds
-    the bias); else the bias is added here."""
+    BLOCK_K). SPLIT_K > 1 stores float32 partials for the column tile's last program (TAIL,
+    splitk.finish) or splitk.reduce_partials (which add the bias); else the bias is added
+    here."""
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -76,6 +78,9 @@ def _mx_decode_kernel(
     if SPLIT_K > 1:
         part = p_ptr + pid_k.to(tl.int64) * M * N + offs_m.to(tl.int64)[:, None] * N
         tl.store(part + offs_n[None, :], acc, mask=omask)
+        if TAIL:
+            splitk.finish(p_ptr, c_ptr, p_ptr, p_ptr, p_ptr, b_ptr, y_ptr, M, N, stride_ym,
+                          SPLIT_K, TAIL, BLOCK_N)  # fmt: skip
     else:
         if HAS_BIAS:
             acc += tl.load(b_ptr + offs_n, mask=offs_n < N, other=0.0).to(tl.float32)[None, :]
@@ -151,12 +156,12 @@ def mx_decode_triton(
     n_prog = triton.cdiv(n, bn)
     p = splitk.plan(y, backend, n_prog, k, bk, split, per_sm=per_sm)
     launch(_mx_decode_kernel, (n_prog, p.split),
-        x, qdata, s, ts, bias if bias is not None else s, y, p.partials,
+        x, qdata, s, ts, bias if bias is not None else s, y, p.partials, p.counter_arg(),
         m, n, k, p.k_split, x.stride(0), qdata.stride(0), s.stride(0), y.stride(0),
-        SPLIT_K=p.split, BLOCK_N=bn, BLOCK_K=bk, UPCAST=INTERPRET, **fmt, **cfg,
+        SPLIT_K=p.split, TAIL=p.tail(splitk.epilogue_bits(bias=bias)), BLOCK_N=bn, BLOCK_K=bk,
+        UPCAST=INTERPRET, **fmt, **cfg,
     )  # fmt: skip
-    if p.split > 1:
-        splitk.reduce_partials(p.partials, y, bias=bias)
+    p.finish(y, bias=bias)
     return y.to(x.dtype)
 
 

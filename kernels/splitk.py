@@ -15,17 +15,30 @@ different processes).
 
 The reduction's epilogue applies what the main kernel would have: a per-output-channel scale,
 a per-row activation scale, the bias, the cast to the output dtype.
+
+Eager calls fuse the reduction into the main kernel (:func:`finish`): each program stores its
+partial, takes a ticket from a per-column-tile counter (an atomic add after a barrier), and
+the program that draws the last ticket sums the partials in the same split order (the same
+bits as the separate kernel) and resets the counter to zero. One launch instead of two: a
+launch costs ~4 us of host time, more than the whole reduction kernel's device time. The
+counters live per (device, stream) (:func:`counters`): kernels on one stream run one after
+the other, so each finds its counters at zero, and every kernel leaves them at zero. Under
+CUDA-graph capture (a graph may be replayed on any stream, or on two at once) and with
+``AOQ_FUSED_SPLITK=0`` the separate reduction kernel runs instead.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 from typing import NamedTuple
 
 import torch
 import triton
 import triton.language as tl
 from aoq.kernels._launch import launch
+from torch.utils._python_dispatch import _disable_current_modes
+from triton.runtime import driver
 
 from aoq.backends import Backend
 
@@ -33,6 +46,29 @@ PROGRAMS_PER_SM = 8
 """Enough resident programs (4 warps each) to keep ~32 KB of weight loads in flight per SM."""
 MIN_K_PER_SPLIT = 512
 """A split shorter than this spends more on its partial and prologue than it saves."""
+FUSED = os.environ.get("AOQ_FUSED_SPLITK", "1") != "0"
+"""Off: every split launch is followed by the reduction kernel (A/B runs, bisecting)."""
+MIN_COUNTERS = 4096
+"""Counters allocated per stream at least (16 KB): N / BLOCK_N column tiles of one launch."""
+
+# TAIL bits: what the epilogue applies after the sum (one constexpr for the kernels)
+FUSE = 1
+BIAS_INT = 2
+COL_SCALE = 4
+ROW_SCALE = 8
+STATIC_ROW = 16
+BIAS = 32
+STATIC_COL = 64
+_BIAS_INT, _COL_SCALE, _ROW_SCALE = (
+    tl.constexpr(BIAS_INT),
+    tl.constexpr(COL_SCALE),
+    tl.constexpr(ROW_SCALE),
+)
+_STATIC_ROW, _BIAS, _STATIC_COL = (
+    tl.constexpr(STATIC_ROW),
+    tl.constexpr(BIAS),
+    tl.constexpr(STATIC_COL),
+)
 
 
 @functools.cache
@@ -66,11 +102,34 @@ def split_k(
 
 class Plan(NamedTuple):
     """How a decode launch splits K: ``split`` ranges of ``k_split`` (a multiple of the
-    alignment), and where the partials go (``partials`` is ``y`` itself when split == 1)."""
+    alignment), where the partials go (``partials`` is ``y`` itself when split == 1), and
+    the zeroed ``counters`` of a fused reduction (None: the reduction kernel runs)."""
 
     split: int
     k_split: int
     partials: torch.Tensor
+    counters: torch.Tensor | None
+
+    def counter_arg(self) -> torch.Tensor:
+        """The kernel's counters argument (any tensor when the reduction is not fused)."""
+        return self.counters if self.counters is not None else self.partials
+
+    def tail(self, epilogue: int) -> int:
+        """The kernel's TAIL constexpr: ``epilogue`` (:func:`epilogue_bits`) with FUSE when
+        the last program of each column tile reduces, else 0."""
+        return epilogue | FUSE if self.counters is not None else 0
+
+    def finish(
+        self,
+        y: torch.Tensor,
+        col_scale: torch.Tensor | None = None,
+        row_scale: torch.Tensor | None = None,
+        bias: torch.Tensor | None = None,
+        bias_int: torch.Tensor | None = None,
+    ) -> None:
+        """After the launch: the reduction kernel, if the split was not fused."""
+        if self.split > 1 and self.counters is None:
+            reduce_partials(self.partials, y, col_scale, row_scale, bias, bias_int)
 
 
 def plan(
@@ -84,11 +143,67 @@ def plan(
     part_dtype: torch.dtype = torch.float32,
 ) -> Plan:
     """The split for an [M, N] output ``y`` (``forced``: a test's choice), its range length,
-    and a [split, M, N] partials buffer when split > 1."""
+    a [split, M, N] partials buffer when split > 1, and counters for ``n_programs`` column
+    tiles when the reduction is fused."""
     split, k_split = _ranges(backend, y.device, n_programs, k, k_align, forced, per_sm)
     m, n = y.shape
-    part = torch.empty((split, m, n), dtype=part_dtype, device=y.device) if split > 1 else y
-    return Plan(split, k_split, part)
+    if split == 1:
+        return Plan(1, k_split, y, None)
+    part = torch.empty((split, m, n), dtype=part_dtype, device=y.device)
+    return Plan(split, k_split, part, counters(y.device, n_programs))
+
+
+def epilogue_bits(
+    col_scale: torch.Tensor | None = None,
+    row_scale: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
+    bias_int: torch.Tensor | None = None,
+) -> int:
+    """The TAIL bits of an epilogue: a column scale [N] or [] (STATIC_COL), a row scale
+    [M] or [] (STATIC_ROW), a float bias [N], an int32 bias [N] added to int32 partials."""
+    bits = 0
+    if col_scale is not None:
+        bits |= COL_SCALE | (STATIC_COL if col_scale.dim() == 0 else 0)
+    if row_scale is not None:
+        bits |= ROW_SCALE | (STATIC_ROW if row_scale.dim() == 0 else 0)
+    if bias is not None:
+        bits |= BIAS
+    if bias_int is not None:
+        bits |= BIAS_INT
+    return bits
+
+
+_COUNTERS: dict[tuple[str, int, int], torch.Tensor] = {}
+"""(device type, device index, stream) -> that stream's zeroed counters."""
+
+
+def counters(device: torch.device, n: int) -> torch.Tensor | None:
+    """At least ``n`` zeroed int32 counters for the current stream of ``device``, or None
+    (no fusion: turned off, or a CUDA graph is being captured)."""
+    if not FUSED:
+        return None
+    if device.type != "cuda":  # the interpreter: programs run one by one
+        return counters_at(device, -1, 0, n)
+    if torch.cuda.is_current_stream_capturing():
+        return None
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    return counters_at(device, index, driver.active.get_current_stream(index), n)
+
+
+def counters_at(device: torch.device, index: int, stream: int, n: int) -> torch.Tensor:
+    """The counters of ``stream``, grown to ``n`` if needed (the old ones are freed to torch's
+    allocator, stream-ordered: kernels queued on them finish first)."""
+    key = (device.type, index, stream)
+    t = _COUNTERS.get(key)
+    if t is None or t.numel() < n:
+        with _disable_current_modes():  # not part of a call plans.py records
+            t = torch.zeros(max(n, MIN_COUNTERS), dtype=torch.int32, device=device)
+        _COUNTERS[key] = t
+    return t
+
+
+def is_counters(t: torch.Tensor) -> bool:
+    return any(t is c for c in _COUNTERS.values())
 
 
 @functools.lru_cache(maxsize=4096)
@@ -122,34 +237,67 @@ def k_per_split(k: int, split: int, k_align: int) -> int:
 
 
 @triton.jit
-def _reduce_kernel(
-    part_ptr, bi_ptr, cs_ptr, rs_ptr, b_ptr, y_ptr, M, N, stride_ym,
-    SPLIT_K: tl.constexpr, HAS_BIAS_INT: tl.constexpr, COL_SCALE: tl.constexpr,
-    ROW_SCALE: tl.constexpr, STATIC_ROW: tl.constexpr, HAS_BIAS: tl.constexpr,
-    BLOCK_N: tl.constexpr, STATIC_COL: tl.constexpr = False,
+def _reduce_row(
+    part_ptr, bi_ptr, cs_ptr, rs_ptr, b_ptr, y_ptr, m, M, N, stride_ym, offs_n,
+    SPLIT_K: tl.constexpr, TAIL: tl.constexpr, CACHE: tl.constexpr,
 ):  # fmt: skip
-    """y[m, n] = float(Σ_s part[s, m, n] + bi[n]) · cs[n] · rs[m] + b[n], summed in split
-    order; int32 partials (exact integer accumulators) are summed as integers."""
-    m = tl.program_id(1)
-    offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    """y[m, n] = float(Σ_s part[s, m, n] + bi[n]) · cs[n] · rs[m] + b[n] for the columns
+    ``offs_n``, summed in split order; int32 partials (exact integer accumulators) are
+    summed as integers. ``CACHE``: the partials' load cache modifier."""
     nmask = offs_n < N
-    row = m.to(tl.int64) * N + offs_n
-    acc = tl.load(part_ptr + row, mask=nmask, other=0)
+    row = offs_n.to(tl.int64) + m * N  # (m < M <= 16: decode rows)
+    acc = tl.load(part_ptr + row, mask=nmask, other=0, cache_modifier=CACHE)
     for s in tl.static_range(1, SPLIT_K):
-        acc += tl.load(part_ptr + s * M * N + row, mask=nmask, other=0)
-    if HAS_BIAS_INT:
+        acc += tl.load(part_ptr + s * M * N + row, mask=nmask, other=0, cache_modifier=CACHE)
+    if _BIAS_INT & TAIL:
         acc += tl.load(bi_ptr + offs_n, mask=nmask, other=0)
     acc = acc.to(tl.float32)
-    if COL_SCALE and STATIC_COL:
+    if _COL_SCALE & TAIL and _STATIC_COL & TAIL:
         acc = acc * tl.load(cs_ptr)
-    elif COL_SCALE:
+    elif _COL_SCALE & TAIL:
         acc = acc * tl.load(cs_ptr + offs_n, mask=nmask, other=0.0)
-    if ROW_SCALE:
-        acc = acc * tl.load(rs_ptr if STATIC_ROW else rs_ptr + m)
-    if HAS_BIAS:
+    if _ROW_SCALE & TAIL:
+        acc = acc * tl.load(rs_ptr if _STATIC_ROW & TAIL else rs_ptr + m)
+    if _BIAS & TAIL:
         acc = acc + tl.load(b_ptr + offs_n, mask=nmask, other=0.0).to(tl.float32)
-    y = y_ptr + m.to(tl.int64) * stride_ym + offs_n
+    y = y_ptr + m * stride_ym + offs_n.to(tl.int64)
     tl.store(y, acc.to(y_ptr.dtype.element_ty), mask=nmask)
+
+
+@triton.jit
+def _reduce_kernel(
+    part_ptr, bi_ptr, cs_ptr, rs_ptr, b_ptr, y_ptr, M, N, stride_ym,
+    SPLIT_K: tl.constexpr, TAIL: tl.constexpr, BLOCK_N: tl.constexpr,
+):  # fmt: skip
+    """Program (n, m): row m of y over BLOCK_N columns (:func:`_reduce_row`)."""
+    offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    _reduce_row(part_ptr, bi_ptr, cs_ptr, rs_ptr, b_ptr, y_ptr, tl.program_id(1), M, N,
+                stride_ym, offs_n, SPLIT_K, TAIL, "")  # fmt: skip
+
+
+@triton.jit(noinline=True)
+def finish(
+    part_ptr, cnt_ptr, bi_ptr, cs_ptr, rs_ptr, b_ptr, y_ptr, M, N, stride_ym,
+    SPLIT_K: tl.constexpr, TAIL: tl.constexpr, BLOCK_N: tl.constexpr,
+):  # fmt: skip
+    """The fused reduction, called by every program (n, ., s) of a split kernel after it
+    stored its partial: the last of column tile n's SPLIT_K programs to arrive writes rows
+    0..M-1 of y over the tile's BLOCK_N columns and resets the tile's counter.
+
+    The barrier orders the program's partial stores before its ticket (an acq_rel atomic at
+    GPU scope: a release of every store the barrier ordered before it, and for the last
+    program an acquire of the other programs' stores); the partials are then read from L2
+    (``.cg``), never from an SM's L1. Not inlined: inlined, it kept one more value alive
+    across the caller's main loop and ptxas spilled it (4-12 bytes on four NVIDIA targets)."""
+    pid_n = tl.program_id(0)
+    tl.debug_barrier()
+    ticket = tl.atomic_add(cnt_ptr + pid_n, 1, sem="acq_rel", scope="gpu")
+    if ticket == SPLIT_K - 1:
+        offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        for m in range(0, M):
+            _reduce_row(part_ptr, bi_ptr, cs_ptr, rs_ptr, b_ptr, y_ptr, m, M, N, stride_ym,
+                        offs_n, SPLIT_K, TAIL, ".cg")  # fmt: skip
+        tl.atomic_xchg(cnt_ptr + pid_n, 0, sem="relaxed", scope="gpu")
 
 
 def reduce_partials(
@@ -168,12 +316,10 @@ def reduce_partials(
     def opt(t: torch.Tensor | None) -> torch.Tensor:
         return t if t is not None else partials
 
-    static = row_scale is not None and row_scale.dim() == 0
     block_n = 512
     launch(_reduce_kernel, (triton.cdiv(n, block_n), m),
         partials, opt(bias_int), opt(col_scale), opt(row_scale), opt(bias), y, m, n, y.stride(0),
-        SPLIT_K=split, HAS_BIAS_INT=bias_int is not None, COL_SCALE=col_scale is not None,
-        ROW_SCALE=row_scale is not None, STATIC_ROW=static, HAS_BIAS=bias is not None,
-        BLOCK_N=block_n, STATIC_COL=col_scale is not None and col_scale.dim() == 0, num_warps=4,
+        SPLIT_K=split, TAIL=epilogue_bits(col_scale, row_scale, bias, bias_int), BLOCK_N=block_n,
+        num_warps=4,
     )  # fmt: skip
     return y

@@ -27,6 +27,15 @@ class Spec:
     """Shared memory (bytes) the kernel may use at most (a streaming kernel's budget)."""
 
 
+def _tail(fused: bool = True) -> int:
+    """The split decode kernels' TAIL: the fused reduction (kernels/splitk.py's finish) with
+    a column scale, a row scale and a bias; without FUSE, the reduction kernel's."""
+    from aoq.kernels import splitk
+
+    bits = splitk.COL_SCALE | splitk.ROW_SCALE | splitk.BIAS
+    return bits | splitk.FUSE if fused else bits
+
+
 def _mm_sig(x: str, w: str, y: str) -> dict[str, str]:
     names = ("x_ptr", "w_ptr", "s_ptr", "z_ptr", "b_ptr", "y_ptr")
     types = (x, w, "*fp32", "*u8" if w == "*u8" else "*fp32", "*bf16", y)
@@ -54,6 +63,7 @@ def _wo(name: str, w: str, wfmt: int, gs: int, bm: int, bn: int, bk: int, warps:
     sig = _mm_sig("*bf16", w, "*bf16")
     if decode:
         ce["SPLIT_K"] = 4
+        ce["TAIL"] = _tail()
         sig = _split_sig(sig, "*fp32")
     return Spec(
         name,
@@ -77,6 +87,7 @@ def _split_sig(sig: dict[str, str], part: str) -> dict[str, str]:
         out[k] = v
         if k == "y_ptr":
             out["p_ptr"] = part
+            out["c_ptr"] = "*i32"
         if k == "G":
             out["K_SPLIT"] = "i32"
     return out
@@ -111,6 +122,7 @@ def _int_act(name: str, int4: bool, gs: int, bm: int, bn: int, bk: int, **kw: An
         BLOCK_N=bn,
         BLOCK_K=bk,
         SPLIT_K=4 if name.endswith(".decode") else 1,
+        TAIL=_tail() if name.endswith(".decode") else 0,
     )
     sig = _split_sig(sig, "*i32" if gs == 0 else "*fp32")
     return Spec(name, "int_act_mm", "_int_act_mm_kernel", sig, ce, **kw)
@@ -121,12 +133,14 @@ def _decode_mma(name: str, wfmt: int, gs: int, step: int, target: str) -> Spec:
     sig = {
         "x_ptr": "*bf16", "w_ptr": {0: "*i8", 2: "*fp8e4nv"}.get(wfmt, "*u8"), "s_ptr": "*fp32",
         "z_ptr": "*u8", "xs_ptr": "*fp32", "b_ptr": "*bf16", "y_ptr": "*bf16", "p_ptr": "*fp32",
+        "c_ptr": "*i32",
     }  # fmt: skip
     sig.update({n: "i32" for n in ("M", "N", "K", "G", "K_SPLIT", "stride_xm", "stride_wn",
                                    "stride_ym")})  # fmt: skip
     ce = dict(
         WFMT=wfmt, GROUP_SIZE=gs, GROUPS=step // gs, XQ=False, STATIC=False, HAS_BIAS=True,
-        SPLIT_K=4, BLOCK_N=64, BLOCK_K=step, ASM=target.startswith("sm"), UPCAST=False,
+        SPLIT_K=4, TAIL=_tail(), BLOCK_N=64, BLOCK_K=step, ASM=target.startswith("sm"),
+        UPCAST=False,
     )  # fmt: skip
     return Spec(name, "decode_mma", "_decode_mma_kernel", sig, ce, fp8=wfmt == 2)
 
@@ -145,6 +159,7 @@ def _splitk_specs(target: str) -> list[Spec]:
         "gstar_ptr": "*i32",
         "y_ptr": "*bf16",
         "p_ptr": "*fp32",
+        "c_ptr": "*i32",
         "N": "i32",
         "K": "i32",
         "G": "i32",
@@ -152,7 +167,7 @@ def _splitk_specs(target: str) -> list[Spec]:
     }
     gemv_ce = dict(
         GROUP_SIZE=32, GROUPS=8, ASYM=False, STATIC=False, HAS_BIAS=True, HAS_BIAS_INT=False,
-        SPLIT_K=4, BLOCK_N=64, ASM=target.startswith("sm"),
+        SPLIT_K=4, TAIL=_tail(), BLOCK_N=64, ASM=target.startswith("sm"),
     )  # fmt: skip
     red_sig = {
         "part_ptr": "*fp32",
@@ -165,10 +180,7 @@ def _splitk_specs(target: str) -> list[Spec]:
         "N": "i32",
         "stride_ym": "i32",
     }
-    red_ce = dict(
-        SPLIT_K=4, HAS_BIAS_INT=False, COL_SCALE=True, ROW_SCALE=True, STATIC_ROW=False,
-        HAS_BIAS=True, BLOCK_N=512,
-    )  # fmt: skip
+    red_ce = dict(SPLIT_K=4, TAIL=_tail(fused=False), BLOCK_N=512)
     words_sig = {
         "x_ptr": "*bf16",
         "w_ptr": "*u32",
@@ -177,6 +189,7 @@ def _splitk_specs(target: str) -> list[Spec]:
         "b_ptr": "*bf16",
         "y_ptr": "*bf16",
         "p_ptr": "*fp32",
+        "c_ptr": "*i32",
         "N": "i32",
         "K": "i32",
         "G": "i32",
@@ -184,7 +197,8 @@ def _splitk_specs(target: str) -> list[Spec]:
         "stride_wn": "i32",
     }
     words_ce = dict(
-        GROUP_SIZE=128, PER_CHANNEL=False, HAS_BIAS=True, SPLIT_K=4, BLOCK_N=64, WORDS=16,
+        GROUP_SIZE=128, PER_CHANNEL=False, HAS_BIAS=True, SPLIT_K=4, TAIL=_tail(),
+        BLOCK_N=64, WORDS=16,
         EVEN_K=True,
     )  # fmt: skip
     int8_words = {**words_ce, "INT4": False, "GROUP_SIZE": 0, "PER_CHANNEL": True}
@@ -248,13 +262,13 @@ def _mx_dequant_spec(name: str, bits: int, params: tuple[int, ...], nvfp4: bool)
 def _mx_decode_spec(name: str, bits: int, params: tuple[int, ...], nvfp4: bool) -> Spec:
     """kernels/mx_decode.py at its tile: bf16 x, packed codes and uint8 scales, split-K."""
     sig = {"x_ptr": "*bf16", "q_ptr": "*u8", "s_ptr": "*u8", "ts_ptr": "*fp32", "b_ptr": "*bf16",
-           "y_ptr": "*bf16", "p_ptr": "*fp32"}  # fmt: skip
+           "y_ptr": "*bf16", "p_ptr": "*fp32", "c_ptr": "*i32"}  # fmt: skip
     names = ("M", "N", "K", "K_SPLIT", "stride_xm", "stride_qn", "stride_sn", "stride_ym")
     sig.update({n: "i32" for n in names})
     ebits, mbits, bias, nan = params
     ce = dict(BITS=bits, EBITS=ebits, MBITS=mbits, BIAS=bias, NAN=nan, NVFP4=nvfp4,
-              BS=16 if nvfp4 else 32, HAS_BIAS=True, SPLIT_K=4, BLOCK_N=64, BLOCK_K=128,
-              UPCAST=False)  # fmt: skip
+              BS=16 if nvfp4 else 32, HAS_BIAS=True, SPLIT_K=4, TAIL=_tail(), BLOCK_N=64,
+              BLOCK_K=128, UPCAST=False)  # fmt: skip
     return Spec(name, "mx_decode", "_mx_decode_kernel", sig, ce, warps=4)
 
 
@@ -308,6 +322,7 @@ def specs(target: str) -> list[Spec]:
         "b_ptr": "*bf16",
         "y_ptr": "*bf16",
         "p_ptr": "*fp32",
+        "c_ptr": "*i32",
         "M": "i32",
         "N": "i32",
         "K": "i32",
@@ -318,10 +333,10 @@ def specs(target: str) -> list[Spec]:
         "M_KEY": "i32",
     }
     fp8_ce = dict(
-        X_ROW=True, W_ROW=True, HAS_BIAS=True, WIDEN=0, SPLIT_K=1, BLOCK_M=128, BLOCK_N=128,
+        X_ROW=True, W_ROW=True, HAS_BIAS=True, WIDEN=0, SPLIT_K=1, TAIL=0, BLOCK_M=128, BLOCK_N=128,
         BLOCK_K=128,
     )  # fmt: skip
-    fp8_decode = {**fp8_ce, "SPLIT_K": 4, "BLOCK_M": 16, "BLOCK_N": 64}
+    fp8_decode = {**fp8_ce, "SPLIT_K": 4, "TAIL": _tail(), "BLOCK_M": 16, "BLOCK_N": 64}
     deq_sig = {
         "w_ptr": "*u8",
         "s_ptr": "*fp32",

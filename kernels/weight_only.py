@@ -111,16 +111,18 @@ def _weight_only_mm_kernel(
 
 @triton.jit
 def _weight_only_decode_kernel(
-    x_ptr, w_ptr, s_ptr, z_ptr, b_ptr, y_ptr, p_ptr,
+    x_ptr, w_ptr, s_ptr, z_ptr, b_ptr, y_ptr, p_ptr, c_ptr,
     M, N, K, G, K_SPLIT, stride_xm, stride_wn, stride_ym,
     WFMT: tl.constexpr, GROUP_SIZE: tl.constexpr, PER_CHANNEL: tl.constexpr,
     HAS_BIAS: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr,
-    SPLIT_K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    SPLIT_K: tl.constexpr, TAIL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
 ):  # fmt: skip
     """Decode (M <= BLOCK_M <= 16): programs over N x SPLIT_K ranges of K (splitk.py). M == 1
     is a GEMV: FMA into a [BLOCK_N, BLOCK_K] register tile, one cross-lane sum at the end;
     2..16 rows pad to one 16-row tile for the matrix units. With SPLIT_K > 1 each program
-    stores its float32 partial [M, BLOCK_N] and splitk.reduce_partials finishes."""
+    stores its float32 partial [M, BLOCK_N], and the column tile's last program (TAIL,
+    splitk.finish) or splitk.reduce_partials finishes."""
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -156,6 +158,9 @@ def _weight_only_decode_kernel(
         part = p_ptr + pid_k.to(tl.int64) * M * N + offs_m.to(tl.int64)[:, None] * N
         pmask = (offs_m < M)[:, None] & (offs_n < N)[None, :]
         tl.store(part + offs_n[None, :], acc, mask=pmask)
+        if TAIL:
+            splitk.finish(p_ptr, c_ptr, p_ptr, s_ptr, p_ptr, b_ptr, y_ptr, M, N, stride_ym,
+                          SPLIT_K, TAIL, BLOCK_N)  # fmt: skip
 
 
 @triton.jit
@@ -284,14 +289,15 @@ def _decode(
     bn, bk = cfg["BLOCK_N"], cfg["BLOCK_K"]
     n_prog = triton.cdiv(n, bn)
     p = splitk.plan(y, backend, n_prog, k, bk, split, per_sm=16 if m == 1 else 8)
+    epi = dict(col_scale=scale if per_channel else None, bias=bias)
     launch(_weight_only_decode_kernel, (n_prog, p.split),
         x, qdata, scale, zero, bias if bias is not None else scale, y, p.partials,
-        m, n, k, groups, p.k_split, x.stride(0), qdata.stride(0), y.stride(0),
+        p.counter_arg(), m, n, k, groups, p.k_split, x.stride(0), qdata.stride(0), y.stride(0),
         WFMT=int(wfmt), GROUP_SIZE=gs, PER_CHANNEL=per_channel, HAS_BIAS=bias is not None,
-        UPCAST=upcast, PRECISION=precision, SPLIT_K=p.split, **cfg,
+        UPCAST=upcast, PRECISION=precision, SPLIT_K=p.split,
+        TAIL=p.tail(splitk.epilogue_bits(**epi)), **cfg,
     )  # fmt: skip
-    if p.split > 1:
-        splitk.reduce_partials(p.partials, y, col_scale=scale if per_channel else None, bias=bias)
+    p.finish(y, **epi)
 
 
 def dequantize_weight_triton(

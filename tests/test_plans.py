@@ -133,6 +133,30 @@ def test_a_plan_sees_the_weight_storage_move(fake_driver):
     assert plan.moved()
 
 
+def test_split_counters_are_the_replaying_streams(fake_driver, monkeypatch):
+    """A launch given its stream's split-K counters (kernels/splitk.py) replays with the
+    counters of the stream it replays on, looked up per replay."""
+    monkeypatch.setattr(plans.splitk, "_COUNTERS", {})
+    x, w, bound = torch.randn(1, 8), torch.randn(1, 8), _Bound()
+    cnt = plans.splitk.counters_at(x.device, x.device.index, 7, 16)
+
+    def body(launches):
+        y = torch.empty(x.shape)
+        launches.append((bound, (2, 1, 1), (x, w, y, x.numel(), cnt)))
+        return y
+
+    y, launches, watch = _record(x, _weight(w), None, body)
+    plan = plans._build(x, _weight(w), None, y, watch, launches, ("sel",), 3)
+    assert isinstance(plan, plans.Plan) and plan.counters == cnt.numel()
+    assert torch.equal(plan(x), 2 * x + w)
+    assert bound.calls[-1][2] == (cnt.data_ptr(), "TAIL")
+    other = types.SimpleNamespace(get_current_device=lambda: 0, get_current_stream=lambda d: 9)
+    monkeypatch.setattr(_Driver, "active", other)
+    plan(x)
+    theirs = plans.splitk._COUNTERS[("cpu", None, 9)]
+    assert bound.calls[-1][2] == (theirs.data_ptr(), "TAIL") and theirs is not cnt
+
+
 def test_views_replay_as_offsets_into_their_bases(fake_driver):
     x, w, bound = torch.randn(1, 8), torch.randn(1, 8), _Bound()
 
