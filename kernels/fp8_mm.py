@@ -18,6 +18,7 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+from aoq.kernels import mx_steps as st
 from aoq.kernels import splitk
 from aoq.kernels._common import (
     FLOAT_DTYPES,
@@ -29,10 +30,15 @@ from aoq.kernels._common import (
     out_dtype_for,
 )
 from aoq.kernels._launch import launch
+from aoq.kernels.act_quant import one_row_scale, quantize_one_row
 from aoq.kernels.configs import autotune, decode_tile, mm_configs
 
 from aoq.formats import float8
 from aoq.formats import linear as ref
+from aoq.formats.mx import MXElem, ScaleRounding
+
+_E4M3 = st.elem_constants(MXElem.FP8_E4M3, ScaleRounding.FLOOR, False)
+INTERPRET_FLAG = tl.constexpr(INTERPRET)
 
 
 @triton.jit
@@ -41,12 +47,15 @@ def _fp8_mm_kernel(
     M, N, K, K_SPLIT, stride_xm, stride_wn, stride_ym, M_KEY,
     X_ROW: tl.constexpr, W_ROW: tl.constexpr, HAS_BIAS: tl.constexpr, WIDEN: tl.constexpr,
     SPLIT_K: tl.constexpr, TAIL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    BLOCK_K: tl.constexpr,
+    BLOCK_K: tl.constexpr, XQ: tl.constexpr = 0, QMAX: tl.constexpr = 1.0,
+    E4M3_SHIFT: tl.constexpr = 0, E4M3_MIN_NORMAL: tl.constexpr = 0,
 ):  # fmt: skip
     """Program (n, m, s) covers K range s (K_SPLIT long; the whole of K when SPLIT_K == 1).
     With SPLIT_K > 1 it stores its float32 partial, and the column tile's last program
     (TAIL, splitk.finish) or splitk.reduce_partials sums the partials in order, scales and
-    adds the bias."""
+    adds the bias. XQ (M = 1): x is the float activation row, quantized here (1: per row,
+    2: per tensor; QMAX the float8 maximum) with the scale written to xs_ptr, bit for bit
+    quantize_fp8_act_triton's codes and scale."""
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(1)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -56,6 +65,8 @@ def _fp8_mm_kernel(
     x_rows = x_ptr + offs_m.to(tl.int64)[:, None] * stride_xm
     w_cols = w_ptr + offs_n.to(tl.int64)[None, :] * stride_wn
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    if XQ:
+        xs, xz = one_row_scale(x_ptr, xs_ptr, xs_ptr, K, 3, False, XQ == 2, QMAX, 2048)
     k_lo = 0
     k_hi = K
     if SPLIT_K > 1:  # prefill keeps the plain 0..K loop (the pipeliner's best case)
@@ -65,6 +76,12 @@ def _fp8_mm_kernel(
         offs_k = k0 + tl.arange(0, BLOCK_K)
         kmask = offs_k < K
         xt = tl.load(x_rows + offs_k[None, :], mask=mmask[:, None] & kmask[None, :], other=0.0)
+        if XQ and INTERPRET_FLAG:  # its float8 casts do not carry a rounding into the
+            # exponent (124.3 -> 64): the e4m3fn grid's values by arithmetic, kept in float32
+            xt = quantize_one_row(xt, xs, xz, tl.float32, 3, QMAX)
+            xt = st.on_grid(xt, E4M3_SHIFT, E4M3_MIN_NORMAL, QMAX, False)
+        elif XQ:
+            xt = quantize_one_row(xt, xs, xz, w_ptr.dtype.element_ty, 3, QMAX)
         # [BLOCK_K, BLOCK_N], transposed by the pointers (K-major B operand, no shuffle)
         wt = tl.load(w_cols + offs_k[:, None], mask=kmask[:, None] & nmask[None, :], other=0.0)
         if WIDEN == 2:  # interpreter: float32 operands
@@ -140,7 +157,7 @@ def fp8_mm_triton(
     w_scale [N, 1] or [1]. Decode (M <= 16) runs a tile chosen by rule with K split across
     programs (splitk.py; ``split`` forces it, for tests); prefill is autotuned."""
     _check(xq, wq, out_dtype)
-    backend = backend_of(xq.device)
+    backend_of(xq.device)  # (raises for a device no backend serves)
     m, k = xq.shape
     n = wq.shape[0]
     y = torch.empty((m, n), dtype=out_dtype_for(out_dtype), device=xq.device)
@@ -151,20 +168,7 @@ def fp8_mm_triton(
     flags = dict(X_ROW=xs.dim() == 2, W_ROW=ws.dim() == 2, HAS_BIAS=bias is not None, WIDEN=widen)
     b = bias if bias is not None else ws
     if Strategy(strategy) is Strategy.DECODE and m <= 16:
-        # without a split, N / BLOCK_N programs stream all of K each: 64 programs for
-        # N = 4096 left an H200 at 34 us for K = 14336 (fp8wo's split decode: 19.5)
-        cfg = decode_tile(backend, 16, int4=False, group_size=0)
-        cfg["BLOCK_K"] = max(32, cfg["BLOCK_K"])  # one fp8 MMA K step
-        n_prog = triton.cdiv(n, cfg["BLOCK_N"])
-        p = splitk.plan(y, backend, n_prog, k, cfg["BLOCK_K"], split, per_sm=DECODE_PER_SM)
-        # [N, 1] / [M, 1] scales as vectors, [1] ones as scalars
-        epi = dict(col_scale=ws.squeeze(-1), row_scale=xs.squeeze(-1), bias=bias)
-        launch(_fp8_mm_kernel, (n_prog, 1, p.split),
-            xq, xs, wq, ws, b, y, p.partials, p.counter_arg(), m, n, k, p.k_split, xq.stride(0),
-            wq.stride(0), y.stride(0), m_bucket(m), SPLIT_K=p.split,
-            TAIL=p.tail(splitk.epilogue_bits(**epi)), **flags, **cfg,
-        )  # fmt: skip
-        p.finish(y, **epi)
+        _decode(xq, xs, wq, ws, bias, y, flags, split, 0)
         return y.to(out_dtype)
 
     def grid(meta: dict) -> tuple[int, int]:
@@ -174,6 +178,72 @@ def fp8_mm_triton(
         xq, xs, wq, ws, b, y, y, y, m, n, k, k, xq.stride(0), wq.stride(0), y.stride(0),
         m_bucket(m), SPLIT_K=1, TAIL=0, **flags,
     )  # fmt: skip
+    return y.to(out_dtype)
+
+
+def _decode(
+    x: torch.Tensor,
+    xs: torch.Tensor,
+    wq: torch.Tensor,
+    ws: torch.Tensor,
+    bias: torch.Tensor | None,
+    y: torch.Tensor,
+    flags: dict,
+    split: int | None,
+    xq_mode: int,
+) -> None:
+    """The decode launch: a tile by rule, K split across programs (``xq_mode``: the
+    kernel's XQ, x then being the float row it quantizes into ``xs``)."""
+    backend = backend_of(x.device)
+    m, k = x.shape
+    n = wq.shape[0]
+    # without a split, N / BLOCK_N programs stream all of K each: 64 programs for
+    # N = 4096 left an H200 at 34 us for K = 14336 (fp8wo's split decode: 19.5)
+    cfg = decode_tile(backend, 16, int4=False, group_size=0)
+    cfg["BLOCK_K"] = max(32, cfg["BLOCK_K"])  # one fp8 MMA K step
+    n_prog = triton.cdiv(n, cfg["BLOCK_N"])
+    p = splitk.plan(y, backend, n_prog, k, cfg["BLOCK_K"], split, per_sm=DECODE_PER_SM)
+    # [N, 1] / [M, 1] scales as vectors, [1] ones as scalars
+    epi = dict(col_scale=ws.squeeze(-1), row_scale=xs.squeeze(-1), bias=bias)
+    b = bias if bias is not None else ws
+    launch(_fp8_mm_kernel, (n_prog, 1, p.split),
+        x, xs, wq, ws, b, y, p.partials, p.counter_arg(), m, n, k, p.k_split, x.stride(0),
+        wq.stride(0), y.stride(0), m_bucket(m), SPLIT_K=p.split,
+        TAIL=p.tail(splitk.epilogue_bits(**epi)), XQ=xq_mode,
+        QMAX=float8.fp8_max(wq.dtype) if xq_mode else 1.0,
+        E4M3_SHIFT=_E4M3["SHIFT"] if INTERPRET and xq_mode else 0,
+        E4M3_MIN_NORMAL=_E4M3["MIN_NORMAL_BITS"] if INTERPRET and xq_mode else 0, **flags, **cfg,
+    )  # fmt: skip
+    p.finish(y, **epi)
+
+
+def fp8_linear_one_row(
+    x: torch.Tensor,
+    per_row: bool,
+    wq: torch.Tensor,
+    w_scale: torch.Tensor,
+    bias: torch.Tensor | None,
+    out_dtype: torch.dtype,
+    split: int | None = None,
+) -> torch.Tensor:
+    """x [1, K] float -> quantize_fp8_act_triton(x, per_row) then fp8_mm_triton at decode, in
+    one launch with the same bits: the decode kernel quantizes x's tiles itself (eager M = 1:
+    one launch less, ~4 us of host time; no float8 copy of x)."""
+    check_2d("x", x, FLOAT_DTYPES)
+    if x.shape[0] != 1 or x.stride(1) != 1:
+        raise ValueError(f"x {tuple(x.shape)}: one contiguous row expected")
+    check_2d("wq", wq, float8.FP8_DTYPES)
+    if INTERPRET and wq.dtype != torch.float8_e4m3fn:
+        raise ValueError(f"{wq.dtype}: under the interpreter x is rounded on e4m3fn's grid only")
+    if out_dtype not in FLOAT_DTYPES:
+        raise ValueError(f"out_dtype={out_dtype}; expected one of {FLOAT_DTYPES}")
+    n = wq.shape[0]
+    y = torch.empty((1, n), dtype=out_dtype_for(out_dtype), device=x.device)
+    xs = torch.empty((1, 1) if per_row else (1,), dtype=torch.float32, device=x.device)
+    widen = 2 if INTERPRET else (1 if out_dtype == torch.float32 else 0)
+    ws = w_scale.contiguous()
+    flags = dict(X_ROW=per_row, W_ROW=ws.dim() == 2, HAS_BIAS=bias is not None, WIDEN=widen)
+    _decode(x, xs, wq, ws, bias, y, flags, split, 1 if per_row else 2)
     return y.to(out_dtype)
 
 

@@ -38,6 +38,7 @@ from aoq.kernels._common import (
     unpack_nibbles,
 )
 from aoq.kernels._launch import launch
+from aoq.kernels.act_quant import one_row_scale, quantize_one_row
 from aoq.kernels.configs import autotune, decode_tile, fit_group, mm_configs
 
 from aoq.backends import Backend
@@ -63,22 +64,28 @@ def _int_act_mm_kernel(
     INT4: tl.constexpr, GROUP_SIZE: tl.constexpr, PER_CHANNEL: tl.constexpr,
     ASYM: tl.constexpr, STATIC: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_BIAS_INT: tl.constexpr,
     UPCAST: tl.constexpr, PRECISION: tl.constexpr, SPLIT_K: tl.constexpr, TAIL: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, XQ: tl.constexpr = False,
 ):  # fmt: skip
     """Program (n, m, s) covers K range s (splitk.py; K_SPLIT = K when SPLIT_K == 1). With
     SPLIT_K > 1 it stores its partial (int32 per-channel accumulators, float32 group sums)
     and the column tile's last program (TAIL, splitk.finish) or splitk.reduce_partials adds
-    the bias, scales and casts."""
+    the bias, scales and casts. XQ (M = 1): xq_ptr is the float activation row, quantized
+    here (one_row_scale: the scale to xs_ptr unless STATIC), the codes of
+    quantize_int8_act_triton."""
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(1)
     pid_k = tl.program_id(2)
+    MODE: tl.constexpr = 1 if ASYM else (2 if STATIC else 0)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     mmask = offs_m < M
     nmask = offs_n < N
     x_rows = xq_ptr + offs_m.to(tl.int64)[:, None] * stride_xm
     w_rows = w_ptr + offs_n.to(tl.int64)[:, None] * stride_wn
-    if ASYM:
+    if XQ:
+        s1, z1 = one_row_scale(xq_ptr, xs_ptr, xs_ptr, K, MODE, STATIC, False, 127.0, 2048)
+        xz = tl.zeros((BLOCK_M,), tl.int32) + z1.to(tl.int32)
+    elif ASYM:
         xz = tl.load(xz_ptr + offs_m, mask=mmask, other=0)
     bq = tl.load(bq_ptr + offs_n, mask=nmask & HAS_BIAS_INT, other=0)
     gstar = tl.load(gstar_ptr + offs_n, mask=nmask & HAS_BIAS_INT & (not PER_CHANNEL), other=-1)
@@ -93,6 +100,8 @@ def _int_act_mm_kernel(
         offs_k = k0 + tl.arange(0, BLOCK_K)
         kmask = offs_k < K
         xt = tl.load(x_rows + offs_k[None, :], mask=mmask[:, None] & kmask[None, :], other=0)
+        if XQ:
+            xt = quantize_one_row(xt, s1, z1, tl.int8, MODE, 127.0)
         if INT4:
             offs_b = k0 // 2 + tl.arange(0, BLOCK_K // 2)
             bmask = nmask[:, None] & (offs_b < K // 2)[None, :]
@@ -153,7 +162,7 @@ def _w4a8_gemv_kernel(
     N, K, G, K_SPLIT,
     GROUP_SIZE: tl.constexpr, GROUPS: tl.constexpr, ASYM: tl.constexpr, STATIC: tl.constexpr,
     HAS_BIAS: tl.constexpr, HAS_BIAS_INT: tl.constexpr, SPLIT_K: tl.constexpr,
-    TAIL: tl.constexpr, BLOCK_N: tl.constexpr, ASM: tl.constexpr,
+    TAIL: tl.constexpr, BLOCK_N: tl.constexpr, ASM: tl.constexpr, XQ: tl.constexpr = False,
 ):  # fmt: skip
     """W4A8 at M == 1 without the matrix units: GROUPS quantization groups a loop step.
 
@@ -165,7 +174,10 @@ def _w4a8_gemv_kernel(
     integers (|q·x| <= 8 * 128 and a group of <= 2**14 codes stays below 2**24).
     Either way the float epilogue repeats the reference's operations (groups summed in
     another order: float32 rounding only). Codes are not interleaved: low nibbles meet the
-    even activations, high nibbles the odd ones."""
+    even activations, high nibbles the odd ones. XQ: xq_ptr is the float activation row,
+    quantized here step by step (as _int_act_mm_kernel's XQ), the codes packed into words
+    for ``dp4a``."""
+    MODE: tl.constexpr = 1 if ASYM else (2 if STATIC else 0)
     HALF: tl.constexpr = GROUP_SIZE * GROUPS // 2  # bytes of a row per step
     WORDS: tl.constexpr = HALF // 4
     pid_n = tl.program_id(0)
@@ -186,7 +198,10 @@ def _w4a8_gemv_kernel(
     s_rows = s_ptr + offs_n.to(tl.int64)[:, None] * G + offs_g[None, :]
     bq = tl.load(bq_ptr + offs_n, mask=nmask & HAS_BIAS_INT, other=0)
     gstar = tl.load(gstar_ptr + offs_n, mask=nmask & HAS_BIAS_INT, other=-1)
-    if ASYM:
+    if XQ:
+        s1, z1 = one_row_scale(xq_ptr, xs_ptr, xs_ptr, K, MODE, STATIC, False, 127.0, 2048)
+        xz = z1.to(tl.int32)
+    elif ASYM:
         xz = tl.load(xz_ptr)  # int32
     accf = tl.zeros((BLOCK_N,), dtype=tl.float32)
     k_lo = pid_k * K_SPLIT
@@ -195,7 +210,14 @@ def _w4a8_gemv_kernel(
             p = tl.load(w_rows + k0 // 8, mask=nmask[:, None], other=0x08080808)
             lo = p & 0x0F0F0F0F
             hi = (p >> 4) & 0x0F0F0F0F
-            xa, xb = tl.split(tl.reshape(tl.load(x_words + k0 // 4), (WORDS, 2)))
+            if XQ:  # four codes a word, the first in the low byte (the int8 tensor's bytes)
+                xf = tl.load(xq_ptr + k0 + tl.arange(0, 8 * WORDS))[None, :]
+                c = tl.reshape(quantize_one_row(xf, s1, z1, tl.int8, MODE, 127.0), (2 * WORDS, 4))
+                c = (c.to(tl.int32) & 0xFF) << (8 * tl.arange(0, 4))[None, :]
+                xw = tl.sum(c, axis=1)  # disjoint bytes: the sum is their OR
+            else:
+                xw = tl.load(x_words + k0 // 4)
+            xa, xb = tl.split(tl.reshape(xw, (WORDS, 2)))
             xe, xo = tl.inline_asm_elementwise(
                 _EVEN_ODD, "=r,=r,r,r", [xa, xb], dtype=(tl.int32, tl.int32), is_pure=True,
                 pack=1,
@@ -216,8 +238,17 @@ def _w4a8_gemv_kernel(
             pb = tl.load(w_rows + k0 // 2, mask=nmask[:, None], other=0x88).to(tl.int32)
             lo = exact_float(pb & 0xF, 0) - (MAGIC + 8.0)
             hi = exact_float(pb >> 4, 0) - (MAGIC + 8.0)
-            xe = tl.load(xq_ptr + k0 + offs_h).to(tl.float32)
-            xo = tl.load(xq_ptr + k0 + offs_h + 1).to(tl.float32)
+            xe = tl.load(xq_ptr + k0 + offs_h)
+            xo = tl.load(xq_ptr + k0 + offs_h + 1)
+            if XQ:
+                xe = tl.reshape(
+                    quantize_one_row(xe[None, :], s1, z1, tl.int8, MODE, 127.0), (HALF,)
+                )
+                xo = tl.reshape(
+                    quantize_one_row(xo[None, :], s1, z1, tl.int8, MODE, 127.0), (HALF,)
+                )
+            xe = xe.to(tl.float32)
+            xo = xo.to(tl.float32)
             prod = tl.reshape(lo * xe[None, :] + hi * xo[None, :],
                               (BLOCK_N, GROUPS, GROUP_SIZE // 2))  # fmt: skip
             gsum = tl.sum(prod, axis=2)  # [BLOCK_N, GROUPS]
@@ -285,6 +316,63 @@ def int_act_mm_triton(
     float32 [N, G]; bias float [N]; bias_int int32 [N] (static only). ``split``: force the
     decode split-K (tests)."""
     check_2d("xq", xq, (torch.int8,))
+    return _int_act(xq, x_scale, x_zero, wq, w_scale, bias, bias_int, out_dtype, strategy, split,
+                    x_zero is not None, False)  # fmt: skip
+
+
+def one_row_serves(x: torch.Tensor, wq: torch.Tensor, w_scale: torch.Tensor) -> bool:
+    """:func:`int_act_linear_one_row` takes the call: one contiguous float row, K > 0, and
+    int8 per-channel weights (the MMA decode) or int4 ones (the GEMV)."""
+    if x.shape[0] != 1 or x.shape[1] == 0 or x.stride(1) != 1 or x.dtype not in FLOAT_DTYPES:
+        return False
+    groups = w_scale.shape[-1]
+    if wq.dtype == torch.int8:
+        return groups == 1
+    gs = x.shape[1] // groups
+    return wq.dtype == torch.uint8 and 32 <= gs <= 1 << 14 and gs & (gs - 1) == 0
+
+
+def int_act_linear_one_row(
+    x: torch.Tensor,
+    mode: int,
+    act_scale: torch.Tensor | None,
+    wq: torch.Tensor,
+    w_scale: torch.Tensor,
+    bias: torch.Tensor | None,
+    bias_int: torch.Tensor | None,
+    out_dtype: torch.dtype,
+    split: int | None = None,
+) -> torch.Tensor:
+    """x [1, K] float -> act_quant.quantize_int8_act_triton(x, mode, act_scale) then
+    int_act_mm_triton at decode, in one launch with the same bits (the caller checked
+    :func:`one_row_serves`): the decode kernel quantizes x's tiles itself (eager M = 1: one
+    launch less, ~4 us of host time)."""
+    static = mode == 2
+    if static and (act_scale is None or act_scale.numel() != 1):
+        raise ValueError("static int8 activations need a one-element float32 act_scale")
+    if static:
+        xs = act_scale.reshape(()).to(torch.float32)  # type: ignore[union-attr]
+    else:
+        xs = torch.empty(1, dtype=torch.float32, device=x.device)
+    return _int_act(x, xs, None, wq, w_scale, bias, bias_int, out_dtype, 0, split, mode == 1, True)
+
+
+def _int_act(
+    xq: torch.Tensor,
+    x_scale: torch.Tensor,
+    x_zero: torch.Tensor | None,
+    wq: torch.Tensor,
+    w_scale: torch.Tensor,
+    bias: torch.Tensor | None,
+    bias_int: torch.Tensor | None,
+    out_dtype: torch.dtype,
+    strategy: int,
+    split: int | None,
+    asym: bool,
+    xq_in_kernel: bool,
+) -> torch.Tensor:
+    """int_act_mm_triton's launches; ``xq_in_kernel``: xq is the float row the decode kernel
+    quantizes (its scale into x_scale, a [1] buffer, or x_scale the static one)."""
     backend_of(xq.device)
     m, k = xq.shape
     n = wq.shape[0]
@@ -314,9 +402,10 @@ def int_act_mm_triton(
     )  # fmt: skip
     flags = dict(
         INT4=int4, GROUP_SIZE=gs if not per_channel else 0, PER_CHANNEL=per_channel,
-        ASYM=x_zero is not None, STATIC=static, HAS_BIAS=bias is not None,
+        ASYM=asym, STATIC=static, HAS_BIAS=bias is not None,
         HAS_BIAS_INT=bias_int is not None, UPCAST=False, PRECISION="ieee",
     )  # fmt: skip
+    fused = dict(XQ=True) if xq_in_kernel else {}
     backend = backend_of(xq.device)
     if Strategy(strategy) is Strategy.DECODE and m == 1 and int4 and gs <= 1 << 14:
         bn = GEMV_TILE["BLOCK_N"]
@@ -324,16 +413,19 @@ def int_act_mm_triton(
         n_prog = triton.cdiv(n, bn)
         p = splitk.plan(y, backend, n_prog, k, step, split, per_sm=GEMV_TILE["per_sm"])
         flags.pop("INT4"), flags.pop("PER_CHANNEL"), flags.pop("UPCAST"), flags.pop("PRECISION")
-        words = backend is Backend.CUDA and xq.data_ptr() % 4 == 0 and wq.data_ptr() % 4 == 0
+        x_words = xq_in_kernel or xq.data_ptr() % 4 == 0  # (a float row is read as floats)
+        words = backend is Backend.CUDA and x_words and wq.data_ptr() % 4 == 0
         epi = dict(row_scale=x_scale, bias=bias)
         launch(_w4a8_gemv_kernel, (n_prog, p.split),
             *args, y, p.partials, p.counter_arg(), n, k, groups, p.k_split, GROUPS=step // gs,
             SPLIT_K=p.split, TAIL=p.tail(splitk.epilogue_bits(**epi)), BLOCK_N=bn, ASM=words,
-            num_warps=GEMV_TILE["num_warps"], **flags,
+            num_warps=GEMV_TILE["num_warps"], **flags, **fused,
         )  # fmt: skip
         p.finish(y, **epi)
         return y.to(out_dtype)
-    sym = x_zero is None and bias_int is None
+    sym = not asym and bias_int is None
+    if xq_in_kernel and (int4 or m != 1 or Strategy(strategy) is not Strategy.DECODE):
+        raise ValueError("the activation is quantized in the kernel at M = 1 decode only")
     if Strategy(strategy) is Strategy.DECODE and int4 and sym and dm.serves(xq, wq, groups, W4):
         # 2 <= M <= 16 on the bf16 matrix-unit decode (exact codes and group sums): 39 us
         # against this kernel's 46 at K = N = 8192, M = 16 (H200, session 9)
@@ -352,7 +444,7 @@ def int_act_mm_triton(
         launch(_int_act_mm_kernel, (n_prog, 1, p.split),
             *args, y, p.partials, p.counter_arg(), m, n, k, groups, p.k_split, xq.stride(0),
             wq.stride(0), y.stride(0), m_bucket(m), SPLIT_K=p.split,
-            TAIL=p.tail(splitk.epilogue_bits(**epi)), **flags, **cfg,
+            TAIL=p.tail(splitk.epilogue_bits(**epi)), **flags, **fused, **cfg,
         )  # fmt: skip
         p.finish(y, **epi)
         return y.to(out_dtype)

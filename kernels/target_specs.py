@@ -4,7 +4,7 @@ differ (gfx942's e4m3fnuz). Kept apart from the compiling machinery in targets.p
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 
@@ -34,6 +34,12 @@ def _tail(fused: bool = True) -> int:
 
     bits = splitk.COL_SCALE | splitk.ROW_SCALE | splitk.BIAS
     return bits | splitk.FUSE if fused else bits
+
+
+def _one_row(spec: Spec, x_arg: str, **constexprs: Any) -> Spec:
+    """``spec`` quantizing its own bf16 activation row (act_quant.one_row_scale: M = 1)."""
+    return replace(spec, signature={**spec.signature, x_arg: "*bf16"},
+                   constexprs={**spec.constexprs, **constexprs})  # fmt: skip
 
 
 def _mm_sig(x: str, w: str, y: str) -> dict[str, str]:
@@ -212,9 +218,10 @@ def _splitk_specs(target: str) -> list[Spec]:
             mma=False,
         ),  # fmt: skip
         Spec("int8wo.gemv_words", "gemv", "_gemv_words_kernel", words_sig, int8_words, mma=False),
-        Spec(
+        w4a8_gemv := Spec(
             "w4a8.gemv", "int_act_mm", "_w4a8_gemv_kernel", gemv_sig, gemv_ce, warps=2, mma=False
         ),  # fmt: skip
+        _one_row(replace(w4a8_gemv, name="w4a8.gemv_one_row"), "xq_ptr", XQ=True),
         Spec("splitk.reduce", "splitk", "_reduce_kernel", red_sig, red_ce, mma=False),
     ]
 
@@ -397,9 +404,16 @@ def specs(target: str) -> list[Spec]:
         ),
         _int_act("w8a8.prefill", False, 0, 128, 128, 128, warps=8),
         _int_act("w4a8.decode", True, 32, 16, 64, 32),
+        _one_row(_int_act("w8a8.decode_one_row", False, 0, 16, 64, 128), "xq_ptr", XQ=True),
         *_splitk_specs(target),
         Spec("fp8.prefill", "fp8_mm", "_fp8_mm_kernel", fp8_sig, fp8_ce, warps=8, fp8=True),
         Spec("fp8.decode", "fp8_mm", "_fp8_mm_kernel", fp8_sig, fp8_decode, fp8=True),
+        _one_row(
+            Spec("fp8.decode_one_row", "fp8_mm", "_fp8_mm_kernel", fp8_sig, fp8_decode, fp8=True),
+            "x_ptr",
+            XQ=1,
+            QMAX=240.0 if target == "gfx942" else 448.0,
+        ),  # fmt: skip
         mx_cast_spec("mx_cast.dim0.fp8_e4m3", 0, "fp8_e4m3", target),
         mx_cast_spec("mx_cast.dim1.fp8_e4m3", 1, "fp8_e4m3", target),
         _mx_mm_spec("mx_mm.fp8", "e4m3"),

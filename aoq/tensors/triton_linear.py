@@ -53,15 +53,19 @@ FP8_ARCHS = ("sm89", "sm90", "sm100", "sm103", "sm120", "gfx942", "gfx950")
 """Archs with float8 conversions and MMA (e4m3fnuz on gfx942, OCP e4m3fn elsewhere)."""
 
 
-def _call(op: str, launcher: Callable[..., Any], *args: Any) -> Any:
-    """Eager calls go straight to the launcher (less host overhead); any traced call (dynamo,
-    or the fake / functional tensors AOT autograd passes, where is_compiling() can be False)
-    goes through the opaque torch.library op."""
-    traced = torch.compiler.is_compiling() or any(
+def _traced(*args: Any) -> bool:
+    """Dynamo, or the fake / functional tensors AOT autograd passes (where is_compiling() can
+    be False)."""
+    return torch.compiler.is_compiling() or any(
         isinstance(a, torch.Tensor) and type(a) not in (torch.Tensor, torch.nn.Parameter)
         for a in args
     )
-    if traced:
+
+
+def _call(op: str, launcher: Callable[..., Any], *args: Any) -> Any:
+    """Eager calls go straight to the launcher (less host overhead); any traced call goes
+    through the opaque torch.library op."""
+    if _traced(*args):
         # quantized linears are inference kernels: no autograd formula. Eagerly the launcher
         # already returns a result outside autograd; traced, an input that requires grad (a
         # float bias Parameter, when compiled without no_grad) would make AOT autograd trace
@@ -163,6 +167,12 @@ def _int_act(strategy: int) -> Callable[..., torch.Tensor]:
     def fn(x: torch.Tensor, w: Any, bias: Any) -> torch.Tensor:
         static = w.act is ActQuant.INT8_STATIC
         mode = INT_ACT_MODE[w.act]
+        ia = _k.int_act_mm
+        if strategy == 0 and ia.one_row_serves(x, w.qdata, w.scale) and not _traced(x, w.qdata):
+            # eager M = 1: the decode kernel quantizes x itself (one launch, the same bits)
+            fb, ib = split_bias(bias, static)
+            return ia.int_act_linear_one_row(x, mode, w.act_scale, w.qdata, w.scale, fb, ib,
+                                             x.dtype)  # fmt: skip
         xq, xs, xz = _call(
             "quantize_int8_act", _k.act_quant.quantize_int8_act_triton, x, mode, w.act_scale
         )
@@ -226,9 +236,21 @@ def _fp8_check(x: torch.Tensor, w: Float8Tensor, bias: Any) -> str | None:
     return _common(x, w) or _fp8_arch(x, w)
 
 
+def _fp8_one_row(x: torch.Tensor, w: Float8Tensor) -> bool:
+    """fp8_mm.fp8_linear_one_row takes it: one contiguous row, K > 0 (e4m3fn only under the
+    interpreter, whose float8 rounding it replaces by e4m3fn's grid)."""
+    if x.shape[0] != 1 or x.shape[1] == 0 or x.stride(1) != 1:
+        return False
+    return x.device.type == "cuda" or w.qdata.dtype == torch.float8_e4m3fn
+
+
 def _fp8_triton(strategy: int) -> Callable[..., torch.Tensor]:
     def fn(x: torch.Tensor, w: Float8Tensor, bias: Any) -> torch.Tensor:
         fb, _ = split_bias(bias, static=False)
+        if strategy == 0 and _fp8_one_row(x, w) and not _traced(x, w.qdata):
+            # eager M = 1: the decode kernel quantizes x itself (one launch, the same bits)
+            per_row = w.act is ActQuant.FP8_ROW
+            return _k.fp8_mm.fp8_linear_one_row(x, per_row, w.qdata, w.scale, fb, x.dtype)
         xq, xs = _fp8_quantize(x, w)
         return _call(
             "fp8_mm", _k.fp8_mm.fp8_mm_triton, xq, xs, w.qdata, w.scale, fb, x.dtype, strategy
