@@ -62,6 +62,24 @@ def _traced(*args: Any) -> bool:
     )
 
 
+ONE_ROW_MAX_WEIGHT_BYTES = 32 << 20
+"""Eager M = 1 calls whose weight is at most this many bytes quantize their activation row
+inside the decode kernel (one launch instead of two: ~4 us less host time). Each program then
+reads the whole row first: run e9764b (H200, graph replays) measured that prologue at 1-3.5 us
+more device time than the separate activation kernel for fp8 and int8 W8A8 at 8192^2 and
+4096 x 14336 (fp8-row 23.2 -> 25.8 us at 8192^2). A weight that streams in less time than a
+call's host time (~15 us: 32 MB at 3 TB/s is ~11 us) leaves the host the bound, where the
+launch saved wins; larger weights, and CUDA-graph capture (no host time to save), keep the
+separate activation kernel."""
+
+
+def _one_row_pays(x: torch.Tensor, w: Any) -> bool:
+    """The activation quantization goes inside the decode kernel (ONE_ROW_MAX_WEIGHT_BYTES)."""
+    if x.shape[0] != 1 or w.qdata.numel() * w.qdata.element_size() > ONE_ROW_MAX_WEIGHT_BYTES:
+        return False
+    return x.device.type != "cuda" or not torch.cuda.is_current_stream_capturing()
+
+
 def _call(op: str, launcher: Callable[..., Any], *args: Any) -> Any:
     """Eager calls go straight to the launcher (less host overhead); any traced call goes
     through the opaque torch.library op."""
@@ -168,8 +186,10 @@ def _int_act(strategy: int) -> Callable[..., torch.Tensor]:
         static = w.act is ActQuant.INT8_STATIC
         mode = INT_ACT_MODE[w.act]
         ia = _k.int_act_mm
-        if strategy == 0 and ia.one_row_serves(x, w.qdata, w.scale) and not _traced(x, w.qdata):
-            # eager M = 1: the decode kernel quantizes x itself (one launch, the same bits)
+        one_row = strategy == 0 and not _traced(x, w.qdata) and _one_row_pays(x, w)
+        if one_row and ia.one_row_serves(x, w.qdata, w.scale):
+            # eager M = 1, a small weight: the decode kernel quantizes x itself (one launch,
+            # the same bits)
             fb, ib = split_bias(bias, static)
             return ia.int_act_linear_one_row(x, mode, w.act_scale, w.qdata, w.scale, fb, ib,
                                              x.dtype)  # fmt: skip
@@ -247,8 +267,10 @@ def _fp8_one_row(x: torch.Tensor, w: Float8Tensor) -> bool:
 def _fp8_triton(strategy: int) -> Callable[..., torch.Tensor]:
     def fn(x: torch.Tensor, w: Float8Tensor, bias: Any) -> torch.Tensor:
         fb, _ = split_bias(bias, static=False)
-        if strategy == 0 and _fp8_one_row(x, w) and not _traced(x, w.qdata):
-            # eager M = 1: the decode kernel quantizes x itself (one launch, the same bits)
+        one_row = strategy == 0 and not _traced(x, w.qdata) and _one_row_pays(x, w)
+        if one_row and _fp8_one_row(x, w):
+            # eager M = 1, a small weight: the decode kernel quantizes x itself (one launch,
+            # the same bits)
             per_row = w.act is ActQuant.FP8_ROW
             return _k.fp8_mm.fp8_linear_one_row(x, per_row, w.qdata, w.scale, fb, x.dtype)
         xq, xs = _fp8_quantize(x, w)
