@@ -27,7 +27,7 @@ class Spec:
     """Shared memory (bytes) the kernel may use at most (a streaming kernel's budget)."""
 
 
-def _tail(fused: bool = True) -> int:
+def split_tail(fused: bool = True) -> int:
     """The split decode kernels' TAIL: the fused reduction (kernels/splitk.py's finish) with
     a column scale, a row scale and a bias; without FUSE, the reduction kernel's."""
     from aoq.kernels import splitk
@@ -69,7 +69,7 @@ def _wo(name: str, w: str, wfmt: int, gs: int, bm: int, bn: int, bk: int, warps:
     sig = _mm_sig("*bf16", w, "*bf16")
     if decode:
         ce["SPLIT_K"] = 4
-        ce["TAIL"] = _tail()
+        ce["TAIL"] = split_tail()
         sig = _split_sig(sig, "*fp32")
     return Spec(
         name,
@@ -128,7 +128,7 @@ def _int_act(name: str, int4: bool, gs: int, bm: int, bn: int, bk: int, **kw: An
         BLOCK_N=bn,
         BLOCK_K=bk,
         SPLIT_K=4 if name.endswith(".decode") else 1,
-        TAIL=_tail() if name.endswith(".decode") else 0,
+        TAIL=split_tail() if name.endswith(".decode") else 0,
     )
     sig = _split_sig(sig, "*i32" if gs == 0 else "*fp32")
     return Spec(name, "int_act_mm", "_int_act_mm_kernel", sig, ce, **kw)
@@ -145,7 +145,7 @@ def _decode_mma(name: str, wfmt: int, gs: int, step: int, target: str) -> Spec:
                                    "stride_ym")})  # fmt: skip
     ce = dict(
         WFMT=wfmt, GROUP_SIZE=gs, GROUPS=step // gs, XQ=False, STATIC=False, HAS_BIAS=True,
-        SPLIT_K=4, TAIL=_tail(), BLOCK_N=64, BLOCK_K=step, ASM=target.startswith("sm"),
+        SPLIT_K=4, TAIL=split_tail(), BLOCK_N=64, BLOCK_K=step, ASM=target.startswith("sm"),
         UPCAST=False,
     )  # fmt: skip
     return Spec(name, "decode_mma", "_decode_mma_kernel", sig, ce, fp8=wfmt == 2)
@@ -173,7 +173,7 @@ def _splitk_specs(target: str) -> list[Spec]:
     }
     gemv_ce = dict(
         GROUP_SIZE=32, GROUPS=8, ASYM=False, STATIC=False, HAS_BIAS=True, HAS_BIAS_INT=False,
-        SPLIT_K=4, TAIL=_tail(), BLOCK_N=64, ASM=target.startswith("sm"),
+        SPLIT_K=4, TAIL=split_tail(), BLOCK_N=64, ASM=target.startswith("sm"),
     )  # fmt: skip
     red_sig = {
         "part_ptr": "*fp32",
@@ -186,7 +186,7 @@ def _splitk_specs(target: str) -> list[Spec]:
         "N": "i32",
         "stride_ym": "i32",
     }
-    red_ce = dict(SPLIT_K=4, TAIL=_tail(fused=False), BLOCK_N=512)
+    red_ce = dict(SPLIT_K=4, TAIL=split_tail(fused=False), BLOCK_N=512)
     words_sig = {
         "x_ptr": "*bf16",
         "w_ptr": "*u32",
@@ -203,7 +203,7 @@ def _splitk_specs(target: str) -> list[Spec]:
         "stride_wn": "i32",
     }
     words_ce = dict(
-        GROUP_SIZE=128, PER_CHANNEL=False, HAS_BIAS=True, SPLIT_K=4, TAIL=_tail(),
+        GROUP_SIZE=128, PER_CHANNEL=False, HAS_BIAS=True, SPLIT_K=4, TAIL=split_tail(),
         BLOCK_N=64, WORDS=16,
         EVEN_K=True,
     )  # fmt: skip
@@ -219,95 +219,17 @@ def _splitk_specs(target: str) -> list[Spec]:
         ),  # fmt: skip
         Spec("int8wo.gemv_words", "gemv", "_gemv_words_kernel", words_sig, int8_words, mma=False),
         w4a8_gemv := Spec(
-            "w4a8.gemv", "int_act_mm", "_w4a8_gemv_kernel", gemv_sig, gemv_ce, warps=2, mma=False
+            "w4a8.gemv", "w4a8_gemv", "_w4a8_gemv_kernel", gemv_sig, gemv_ce, warps=2, mma=False
         ),  # fmt: skip
         _one_row(replace(w4a8_gemv, name="w4a8.gemv_one_row"), "xq_ptr", XQ=True),
         Spec("splitk.reduce", "splitk", "_reduce_kernel", red_sig, red_ce, mma=False),
     ]
 
 
-def mx_cast_spec(name: str, dim: int, elem: str, target: str) -> Spec:
-    """An MX cast (kernels/mx_cast.py) of bf16 at its default tile for 8192 x 8192, fp8
-    through the float8 conversion where Triton emits it directly (sm90+). Budget: the scale
-    bytes' layout conversion (<= 512 B); the data never passes through shared memory."""
-    from aoq.kernels import mx_steps
-    from aoq.kernels.mx_ops import PACK_GROUP, Dim1Tile, default_tile
-
-    from aoq.formats.mx import MXElem, ScaleRounding
-
-    e = MXElem(elem)
-    hw = target in ("sm90", "sm100") and e in mx_steps.FP8_TY
-    ce: dict[str, Any] = dict(QDQ=False, BLOCK=32, VEC=8, EVEN=True)
-    ce.update(
-        PACK=PACK_GROUP.get(e.spec.bits, 1), **mx_steps.elem_constants(e, ScaleRounding.RCEIL, hw)
-    )
-    pairs = target in ("sm90", "sm100") and not hw  # bf16x2 / u16x2 instructions (PTX 8.0)
-    ce.update(PACKED=pairs, ASM=pairs)
-    tile = default_tile(dim, e)
-    sig = {"x_ptr": "*bf16", "out_ptr": "*u8", "scale_ptr": "*u8"}
-    if isinstance(tile, Dim1Tile):
-        sig["NBLK"] = "i32"
-        ce.update(NB=tile.blocks, H=tile.pieces)
-    else:
-        sig.update({n: "i32" for n in ("C", "NBR", "NCT", "stride_xr", "stride_or", "stride_sr")})
-        ce.update(LANES=tile.lanes, CG=tile.groups, RB=tile.rows)
-        ce.update(WARP=64 if target.startswith("gfx") else 32)
-    fn = f"_mx_cast_dim{dim}_kernel"
-    return Spec(name, "mx_cast", fn, sig, ce, warps=tile.warps, mma=False, max_shared=512)
-
-
-def _mx_dequant_spec(name: str, bits: int, params: tuple[int, ...], nvfp4: bool) -> Spec:
-    """kernels/mx_dequant.py at its tile: packed codes and uint8 scales to bf16."""
-    sig = {"q_ptr": "*u8", "s_ptr": "*u8", "ts_ptr": "*fp32", "y_ptr": "*bf16"}
-    sig.update({n: "i32" for n in ("N", "K", "stride_qn", "stride_sn", "stride_yn")})
-    ebits, mbits, bias, nan = params
-    ce = dict(BITS=bits, EBITS=ebits, MBITS=mbits, BIAS=bias, NAN=nan, NVFP4=nvfp4,
-              BS=16 if nvfp4 else 32, BLOCK_N=16, BLOCK_K=256)  # fmt: skip
-    return Spec(name, "mx_dequant", "_mx_dequant_kernel", sig, ce, warps=4, mma=False)
-
-
-def _mx_decode_spec(name: str, bits: int, params: tuple[int, ...], nvfp4: bool) -> Spec:
-    """kernels/mx_decode.py at its tile: bf16 x, packed codes and uint8 scales, split-K."""
-    sig = {"x_ptr": "*bf16", "q_ptr": "*u8", "s_ptr": "*u8", "ts_ptr": "*fp32", "b_ptr": "*bf16",
-           "y_ptr": "*bf16", "p_ptr": "*fp32", "c_ptr": "*i32"}  # fmt: skip
-    names = ("M", "N", "K", "K_SPLIT", "stride_xm", "stride_qn", "stride_sn", "stride_ym")
-    sig.update({n: "i32" for n in names})
-    ebits, mbits, bias, nan = params
-    ce = dict(BITS=bits, EBITS=ebits, MBITS=mbits, BIAS=bias, NAN=nan, NVFP4=nvfp4,
-              BS=16 if nvfp4 else 32, HAS_BIAS=True, SPLIT_K=4, TAIL=_tail(), BLOCK_N=64,
-              BLOCK_K=128, UPCAST=False)  # fmt: skip
-    return Spec(name, "mx_decode", "_mx_decode_kernel", sig, ce, warps=4)
-
-
-def _nvfp4_act_specs() -> list[Spec]:
-    """kernels/nvfp4_act.py: the amax pass and the quantize-dequantize of bf16 activations,
-    at their launch tiles (the most partials)."""
-    from aoq.kernels import nvfp4_act as na
-
-    amax = Spec("nvfp4_act.amax", "nvfp4_act", "_amax_kernel",
-                {"x_ptr": "*bf16", "part_ptr": "*i32", "n": "i32", "per_prog": "i32"},
-                {"CHUNK": na.AMAX_CHUNK}, mma=False, max_shared=512)  # fmt: skip
-    sig = {"x_ptr": "*bf16", "part_ptr": "*i32", "y_ptr": "*bf16", "nblk": "i32", "n_parts": "i32"}
-    ce = dict(PARTS=na.MAX_PARTIALS, NB=na.TILE_BLOCKS, **na.QDQ_CONSTS)
-    qdq = Spec("nvfp4_act.qdq", "nvfp4_act", "_qdq_kernel", sig, ce, mma=False)
-    return [amax, qdq]
-
-
-def _mx_mm_spec(name: str, fmt: str) -> Spec:
-    """The MX GEMM of a forward linear: both operands contiguous along K (the JIT makes unit
-    strides constants, as here)."""
-    sig = {n: "*u8" for n in ("a_ptr", "as_ptr", "b_ptr", "bs_ptr")}
-    sig.update({"y_ptr": "*bf16", "M": "i32", "N": "i32", "K": "i32"})
-    sig.update({f"stride_{n}": "i32" for n in ("am", "asm", "bn", "bsn", "ym")})
-    ce: dict[str, Any] = {f"stride_{n}": 1 for n in ("ak", "ask", "bk", "bsk")}
-    ce.update(FMT_A=fmt, FMT_B=fmt, DOT_SCALED=True, BLOCK_M=128, BLOCK_N=128, BLOCK_K=128)
-    return Spec(
-        name, "mx_mm", "_mx_mm_kernel", sig, ce, warps=8, fp8=fmt != "e2m1", block_scaled=True
-    )
-
-
 def specs(target: str) -> list[Spec]:
     """The kernels compiled for ``target`` (float8 kernels use the arch's own e4m3)."""
+    from aoq.kernels.target_specs_mx import mx_specs
+
     f8 = "*fp8e4b8" if target == "gfx942" else "*fp8e4nv"
     act = {
         "x_ptr": "*bf16",
@@ -343,7 +265,7 @@ def specs(target: str) -> list[Spec]:
         X_ROW=True, W_ROW=True, HAS_BIAS=True, WIDEN=0, SPLIT_K=1, TAIL=0, BLOCK_M=128, BLOCK_N=128,
         BLOCK_K=128,
     )  # fmt: skip
-    fp8_decode = {**fp8_ce, "SPLIT_K": 4, "TAIL": _tail(), "BLOCK_M": 16, "BLOCK_N": 64}
+    fp8_decode = {**fp8_ce, "SPLIT_K": 4, "TAIL": split_tail(), "BLOCK_M": 16, "BLOCK_N": 64}
     deq_sig = {
         "w_ptr": "*u8",
         "s_ptr": "*fp32",
@@ -414,17 +336,5 @@ def specs(target: str) -> list[Spec]:
             XQ=1,
             QMAX=240.0 if target == "gfx942" else 448.0,
         ),  # fmt: skip
-        mx_cast_spec("mx_cast.dim0.fp8_e4m3", 0, "fp8_e4m3", target),
-        mx_cast_spec("mx_cast.dim1.fp8_e4m3", 1, "fp8_e4m3", target),
-        _mx_mm_spec("mx_mm.fp8", "e4m3"),
-        _mx_mm_spec("mx_mm.fp4", "e2m1"),
-        _mx_dequant_spec("mx_dequant.fp4", 4, (2, 1, 1, 0), False),
-        _mx_dequant_spec("mx_dequant.fp6_e3m2", 6, (3, 2, 3, 0), False),
-        _mx_dequant_spec("mx_dequant.fp8_e5m2", 8, (5, 2, 15, 2), False),
-        _mx_dequant_spec("mx_dequant.nvfp4", 4, (2, 1, 1, 0), True),
-        _mx_decode_spec("mx_decode.fp4", 4, (2, 1, 1, 0), False),
-        _mx_decode_spec("mx_decode.fp6_e2m3", 6, (2, 3, 1, 0), False),
-        _mx_decode_spec("mx_decode.fp8_e4m3", 8, (4, 3, 7, 1), False),
-        _mx_decode_spec("mx_decode.nvfp4", 4, (2, 1, 1, 0), True),
-        *_nvfp4_act_specs(),
+        *mx_specs(target),
     ]

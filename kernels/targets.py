@@ -26,7 +26,8 @@ import sys
 import time
 from typing import Any
 
-from aoq.kernels.target_specs import Spec, mx_cast_spec, specs
+from aoq.kernels.target_specs import Spec, specs
+from aoq.kernels.target_specs_mx import mx_cast_spec
 
 TARGETS = ("sm80", "sm89", "sm90", "sm100", "gfx90a", "gfx942", "gfx950")
 NO_FP8 = {"sm80": "sm80 has no float8 conversion or MMA instructions (Triton needs sm89+)"}

@@ -223,8 +223,10 @@ def test_w4a8_small_m_routes_symmetric_codes_to_decode_mma(monkeypatch, mode):
 def test_w4a8_gemv_steps_of_several_groups(monkeypatch, mode, step):
     """The M = 1 GEMV reads several groups a step (STEP_K): each group's sum, zero-point
     term, static bias group and scale stay its own, with K split or not."""
-    monkeypatch.setitem(ia.GEMV_TILE, "STEP_K", step)
-    monkeypatch.setitem(ia.GEMV_TILE, "BLOCK_N", 32)
+    from aoq.kernels import w4a8_gemv
+
+    monkeypatch.setitem(w4a8_gemv.GEMV_TILE, "STEP_K", step)
+    monkeypatch.setitem(w4a8_gemv.GEMV_TILE, "BLOCK_N", 32)
     w = torch.randn(80, 1024)
     x = torch.randn(1, 1024)
     xq, xs, xz = aq.quantize_int8_act(x, mode, torch.tensor(0.035))

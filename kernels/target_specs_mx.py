@@ -1,0 +1,107 @@
+"""The MX and NVFP4 part of the compile catalogue (kernels/target_specs.py): casts, the
+block-scaled GEMM, dequantization, decode and NVFP4 activations, at their launch tiles."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aoq.kernels.target_specs import Spec, split_tail
+
+
+def mx_cast_spec(name: str, dim: int, elem: str, target: str) -> Spec:
+    """An MX cast (kernels/mx_cast.py) of bf16 at its default tile for 8192 x 8192, fp8
+    through the float8 conversion where Triton emits it directly (sm90+). Budget: the scale
+    bytes' layout conversion (<= 512 B); the data never passes through shared memory."""
+    from aoq.kernels import mx_steps
+    from aoq.kernels.mx_ops import PACK_GROUP, Dim1Tile, default_tile
+
+    from aoq.formats.mx import MXElem, ScaleRounding
+
+    e = MXElem(elem)
+    hw = target in ("sm90", "sm100") and e in mx_steps.FP8_TY
+    ce: dict[str, Any] = dict(QDQ=False, BLOCK=32, VEC=8, EVEN=True)
+    ce.update(
+        PACK=PACK_GROUP.get(e.spec.bits, 1), **mx_steps.elem_constants(e, ScaleRounding.RCEIL, hw)
+    )
+    pairs = target in ("sm90", "sm100") and not hw  # bf16x2 / u16x2 instructions (PTX 8.0)
+    ce.update(PACKED=pairs, ASM=pairs)
+    tile = default_tile(dim, e)
+    sig = {"x_ptr": "*bf16", "out_ptr": "*u8", "scale_ptr": "*u8"}
+    if isinstance(tile, Dim1Tile):
+        sig["NBLK"] = "i32"
+        ce.update(NB=tile.blocks, H=tile.pieces)
+    else:
+        sig.update({n: "i32" for n in ("C", "NBR", "NCT", "stride_xr", "stride_or", "stride_sr")})
+        ce.update(LANES=tile.lanes, CG=tile.groups, RB=tile.rows)
+        ce.update(WARP=64 if target.startswith("gfx") else 32)
+    fn = f"_mx_cast_dim{dim}_kernel"
+    return Spec(name, "mx_cast", fn, sig, ce, warps=tile.warps, mma=False, max_shared=512)
+
+
+def _mx_dequant_spec(name: str, bits: int, params: tuple[int, ...], nvfp4: bool) -> Spec:
+    """kernels/mx_dequant.py at its tile: packed codes and uint8 scales to bf16."""
+    sig = {"q_ptr": "*u8", "s_ptr": "*u8", "ts_ptr": "*fp32", "y_ptr": "*bf16"}
+    sig.update({n: "i32" for n in ("N", "K", "stride_qn", "stride_sn", "stride_yn")})
+    ebits, mbits, bias, nan = params
+    ce = dict(BITS=bits, EBITS=ebits, MBITS=mbits, BIAS=bias, NAN=nan, NVFP4=nvfp4,
+              BS=16 if nvfp4 else 32, BLOCK_N=16, BLOCK_K=256)  # fmt: skip
+    return Spec(name, "mx_dequant", "_mx_dequant_kernel", sig, ce, warps=4, mma=False)
+
+
+def _mx_decode_spec(name: str, bits: int, params: tuple[int, ...], nvfp4: bool) -> Spec:
+    """kernels/mx_decode.py at its tile: bf16 x, packed codes and uint8 scales, split-K."""
+    sig = {"x_ptr": "*bf16", "q_ptr": "*u8", "s_ptr": "*u8", "ts_ptr": "*fp32", "b_ptr": "*bf16",
+           "y_ptr": "*bf16", "p_ptr": "*fp32", "c_ptr": "*i32"}  # fmt: skip
+    names = ("M", "N", "K", "K_SPLIT", "stride_xm", "stride_qn", "stride_sn", "stride_ym")
+    sig.update({n: "i32" for n in names})
+    ebits, mbits, bias, nan = params
+    ce = dict(BITS=bits, EBITS=ebits, MBITS=mbits, BIAS=bias, NAN=nan, NVFP4=nvfp4,
+              BS=16 if nvfp4 else 32, HAS_BIAS=True, SPLIT_K=4, TAIL=split_tail(), BLOCK_N=64,
+              BLOCK_K=128, UPCAST=False)  # fmt: skip
+    return Spec(name, "mx_decode", "_mx_decode_kernel", sig, ce, warps=4)
+
+
+def _nvfp4_act_specs() -> list[Spec]:
+    """kernels/nvfp4_act.py: the amax pass and the quantize-dequantize of bf16 activations,
+    at their launch tiles (the most partials)."""
+    from aoq.kernels import nvfp4_act as na
+
+    amax = Spec("nvfp4_act.amax", "nvfp4_act", "_amax_kernel",
+                {"x_ptr": "*bf16", "part_ptr": "*i32", "n": "i32", "per_prog": "i32"},
+                {"CHUNK": na.AMAX_CHUNK}, mma=False, max_shared=512)  # fmt: skip
+    sig = {"x_ptr": "*bf16", "part_ptr": "*i32", "y_ptr": "*bf16", "nblk": "i32", "n_parts": "i32"}
+    ce = dict(PARTS=na.MAX_PARTIALS, NB=na.TILE_BLOCKS, **na.QDQ_CONSTS)
+    qdq = Spec("nvfp4_act.qdq", "nvfp4_act", "_qdq_kernel", sig, ce, mma=False)
+    return [amax, qdq]
+
+
+def _mx_mm_spec(name: str, fmt: str) -> Spec:
+    """The MX GEMM of a forward linear: both operands contiguous along K (the JIT makes unit
+    strides constants, as here)."""
+    sig = {n: "*u8" for n in ("a_ptr", "as_ptr", "b_ptr", "bs_ptr")}
+    sig.update({"y_ptr": "*bf16", "M": "i32", "N": "i32", "K": "i32"})
+    sig.update({f"stride_{n}": "i32" for n in ("am", "asm", "bn", "bsn", "ym")})
+    ce: dict[str, Any] = {f"stride_{n}": 1 for n in ("ak", "ask", "bk", "bsk")}
+    ce.update(FMT_A=fmt, FMT_B=fmt, DOT_SCALED=True, BLOCK_M=128, BLOCK_N=128, BLOCK_K=128)
+    return Spec(
+        name, "mx_mm", "_mx_mm_kernel", sig, ce, warps=8, fp8=fmt != "e2m1", block_scaled=True
+    )
+
+
+def mx_specs(target: str) -> list[Spec]:
+    """The MX / NVFP4 kernels compiled for ``target``."""
+    return [
+        mx_cast_spec("mx_cast.dim0.fp8_e4m3", 0, "fp8_e4m3", target),
+        mx_cast_spec("mx_cast.dim1.fp8_e4m3", 1, "fp8_e4m3", target),
+        _mx_mm_spec("mx_mm.fp8", "e4m3"),
+        _mx_mm_spec("mx_mm.fp4", "e2m1"),
+        _mx_dequant_spec("mx_dequant.fp4", 4, (2, 1, 1, 0), False),
+        _mx_dequant_spec("mx_dequant.fp6_e3m2", 6, (3, 2, 3, 0), False),
+        _mx_dequant_spec("mx_dequant.fp8_e5m2", 8, (5, 2, 15, 2), False),
+        _mx_dequant_spec("mx_dequant.nvfp4", 4, (2, 1, 1, 0), True),
+        _mx_decode_spec("mx_decode.fp4", 4, (2, 1, 1, 0), False),
+        _mx_decode_spec("mx_decode.fp6_e2m3", 6, (2, 3, 1, 0), False),
+        _mx_decode_spec("mx_decode.fp8_e4m3", 8, (4, 3, 7, 1), False),
+        _mx_decode_spec("mx_decode.nvfp4", 4, (2, 1, 1, 0), True),
+        *_nvfp4_act_specs(),
+    ]

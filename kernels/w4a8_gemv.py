@@ -1,0 +1,189 @@
+"""W4A8 at M = 1 without the matrix units: the GEMV ``int_act_mm`` runs for one activation row
+(int4 symmetric groupwise weights, int8 activation codes, or the float row it quantizes itself:
+XQ). Split K like the other decode kernels (splitk.py)."""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+from aoq.kernels import splitk
+from aoq.kernels._common import MAGIC, backend_of, exact_float
+from aoq.kernels._launch import launch
+from aoq.kernels.act_quant import one_row_scale, quantize_one_row
+
+from aoq.backends import Backend
+
+_DP4A = tl.constexpr("dp4a.u32.s32 $0, $1, $2, $3;")
+"""$3 + the sum of four products: unsigned bytes of $1 times signed bytes of $2."""
+_EVEN_ODD = tl.constexpr("""{
+prmt.b32 $0, $2, $3, 0x6420;
+prmt.b32 $1, $2, $3, 0x7531;
+}""")
+"""Words $2 = x[8j..8j+3], $3 = x[8j+4..8j+7] -> (x[8j], x[8j+2], x[8j+4], x[8j+6]) and the
+odd ones: the activations that meet a word's low and high nibbles."""
+
+
+@triton.jit
+def _dp4a(a, b, c):
+    return tl.inline_asm_elementwise(_DP4A, "=r,r,r,r", [a, b, c], dtype=tl.int32, is_pure=True,
+                                     pack=1)  # fmt: skip
+
+
+@triton.jit
+def _w4a8_gemv_kernel(
+    xq_ptr, xs_ptr, xz_ptr, w_ptr, s_ptr, b_ptr, bq_ptr, gstar_ptr, y_ptr, p_ptr, c_ptr,
+    N, K, G, K_SPLIT,
+    GROUP_SIZE: tl.constexpr, GROUPS: tl.constexpr, ASYM: tl.constexpr, STATIC: tl.constexpr,
+    HAS_BIAS: tl.constexpr, HAS_BIAS_INT: tl.constexpr, SPLIT_K: tl.constexpr,
+    TAIL: tl.constexpr, BLOCK_N: tl.constexpr, ASM: tl.constexpr, XQ: tl.constexpr = False,
+):  # fmt: skip
+    """W4A8 at M == 1 without the matrix units: GROUPS quantization groups a loop step.
+
+    ASM (CUDA): the codes stay integers. A 32-bit word holds 8 codes; masking its low and high
+    nibbles gives two words of four unsigned bytes (q + 8), and one ``dp4a`` each multiplies
+    them by four int8 activations and adds to an int32: 5 instructions for 8 codes. A group's
+    sum is Σ (q + 8) x − 8 Σ x, the int32 the MMA path accumulates.
+    Otherwise (the interpreter, ROCm): float32 FMAs whose group sums are the same exact
+    integers (|q·x| <= 8 * 128 and a group of <= 2**14 codes stays below 2**24).
+    Either way the float epilogue repeats the reference's operations (groups summed in
+    another order: float32 rounding only). Codes are not interleaved: low nibbles meet the
+    even activations, high nibbles the odd ones. XQ: xq_ptr is the float activation row,
+    quantized here step by step (as _int_act_mm_kernel's XQ), the codes packed into words
+    for ``dp4a``."""
+    MODE: tl.constexpr = 1 if ASYM else (2 if STATIC else 0)
+    HALF: tl.constexpr = GROUP_SIZE * GROUPS // 2  # bytes of a row per step
+    WORDS: tl.constexpr = HALF // 4
+    pid_n = tl.program_id(0)
+    pid_k = tl.program_id(1)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    nmask = offs_n < N
+    offs_h = 2 * tl.arange(0, HALF)
+    offs_g = tl.arange(0, GROUPS)
+    if ASM:  # 32-bit words (the launcher checked their alignment)
+        w_rows = (
+            w_ptr.to(tl.pointer_type(tl.int32))
+            + offs_n.to(tl.int64)[:, None] * (K // 8)
+            + tl.arange(0, WORDS)[None, :]
+        )
+        x_words = xq_ptr.to(tl.pointer_type(tl.int32)) + tl.arange(0, 2 * WORDS)
+    else:
+        w_rows = w_ptr + offs_n.to(tl.int64)[:, None] * (K // 2) + tl.arange(0, HALF)[None, :]
+    s_rows = s_ptr + offs_n.to(tl.int64)[:, None] * G + offs_g[None, :]
+    bq = tl.load(bq_ptr + offs_n, mask=nmask & HAS_BIAS_INT, other=0)
+    gstar = tl.load(gstar_ptr + offs_n, mask=nmask & HAS_BIAS_INT, other=-1)
+    if XQ:
+        s1, z1 = one_row_scale(xq_ptr, xs_ptr, xs_ptr, K, MODE, STATIC, False, 127.0, 2048)
+        xz = z1.to(tl.int32)
+    elif ASYM:
+        xz = tl.load(xz_ptr)  # int32
+    accf = tl.zeros((BLOCK_N,), dtype=tl.float32)
+    k_lo = pid_k * K_SPLIT
+    for k0 in range(k_lo, tl.minimum(K, k_lo + K_SPLIT), 2 * HALF):
+        if ASM:
+            p = tl.load(w_rows + k0 // 8, mask=nmask[:, None], other=0x08080808)
+            lo = p & 0x0F0F0F0F
+            hi = (p >> 4) & 0x0F0F0F0F
+            if XQ:  # four codes a word, the first in the low byte (the int8 tensor's bytes)
+                xf = tl.load(xq_ptr + k0 + tl.arange(0, 8 * WORDS))[None, :]
+                c = tl.reshape(quantize_one_row(xf, s1, z1, tl.int8, MODE, 127.0), (2 * WORDS, 4))
+                c = (c.to(tl.int32) & 0xFF) << (8 * tl.arange(0, 4))[None, :]
+                xw = tl.sum(c, axis=1)  # disjoint bytes: the sum is their OR
+            else:
+                xw = tl.load(x_words + k0 // 4)
+            xa, xb = tl.split(tl.reshape(xw, (WORDS, 2)))
+            xe, xo = tl.inline_asm_elementwise(
+                _EVEN_ODD, "=r,=r,r,r", [xa, xb], dtype=(tl.int32, tl.int32), is_pure=True,
+                pack=1,
+            )  # fmt: skip
+            ones = tl.full((WORDS,), 0x01010101, tl.int32)
+            xsum = _dp4a(ones, xe, _dp4a(ones, xo, tl.zeros_like(xe)))
+            xsum = tl.sum(tl.reshape(xsum, (GROUPS, WORDS // GROUPS)), axis=1)
+            dots = _dp4a(hi, xo[None, :], _dp4a(lo, xe[None, :], tl.zeros_like(p)))
+            isum = tl.sum(tl.reshape(dots, (BLOCK_N, GROUPS, WORDS // GROUPS)), axis=2)
+            isum -= 8 * xsum[None, :]
+            if ASYM:  # Σ (q + 8) over the group, less 8 per code
+                ones2 = tl.full(p.shape, 0x01010101, tl.int32)
+                qsum = _dp4a(hi, ones2, _dp4a(lo, ones2, tl.zeros_like(p)))
+                qsum = tl.sum(tl.reshape(qsum, (BLOCK_N, GROUPS, WORDS // GROUPS)), axis=2)
+                isum -= xz * (qsum - 8 * GROUP_SIZE)
+            gsum = isum.to(tl.float32)
+        else:
+            pb = tl.load(w_rows + k0 // 2, mask=nmask[:, None], other=0x88).to(tl.int32)
+            lo = exact_float(pb & 0xF, 0) - (MAGIC + 8.0)
+            hi = exact_float(pb >> 4, 0) - (MAGIC + 8.0)
+            xe = tl.load(xq_ptr + k0 + offs_h)
+            xo = tl.load(xq_ptr + k0 + offs_h + 1)
+            if XQ:
+                xe = tl.reshape(
+                    quantize_one_row(xe[None, :], s1, z1, tl.int8, MODE, 127.0), (HALF,)
+                )
+                xo = tl.reshape(
+                    quantize_one_row(xo[None, :], s1, z1, tl.int8, MODE, 127.0), (HALF,)
+                )
+            xe = xe.to(tl.float32)
+            xo = xo.to(tl.float32)
+            prod = tl.reshape(lo * xe[None, :] + hi * xo[None, :],
+                              (BLOCK_N, GROUPS, GROUP_SIZE // 2))  # fmt: skip
+            gsum = tl.sum(prod, axis=2)  # [BLOCK_N, GROUPS]
+            if ASYM:
+                lh = tl.reshape(lo + hi, (BLOCK_N, GROUPS, GROUP_SIZE // 2))
+                gsum -= xz.to(tl.float32) * tl.sum(lh, axis=2)
+        g = k0 // GROUP_SIZE
+        if HAS_BIAS_INT:
+            mine = gstar[:, None] == (g + offs_g)[None, :]
+            gsum += tl.where(mine, bq[:, None], 0).to(tl.float32)
+        ws = tl.load(s_rows + g, mask=nmask[:, None], other=0.0)
+        accf += tl.sum(gsum * ws, axis=1)
+    if SPLIT_K > 1:
+        tl.store(p_ptr + pid_k.to(tl.int64) * N + offs_n, accf, mask=nmask)
+        if TAIL:
+            splitk.finish(p_ptr, c_ptr, p_ptr, p_ptr, xs_ptr, b_ptr, y_ptr, 1, N, N,
+                          SPLIT_K, TAIL, BLOCK_N)  # fmt: skip
+    else:
+        y = accf * tl.load(xs_ptr)
+        if HAS_BIAS:
+            y = y + tl.load(b_ptr + offs_n, mask=nmask, other=0.0).to(tl.float32)
+        tl.store(y_ptr + offs_n, y.to(y_ptr.dtype.element_ty), mask=nmask)
+
+
+GEMV_TILE = {"BLOCK_N": 64, "STEP_K": 256, "num_warps": 2, "per_sm": 8}
+"""W4A8 GEMV: rows per program, K per loop step (whole groups: the largest power-of-two
+multiple of the group up to STEP_K that divides K), warps, split-K target programs per SM.
+Session 8 (float32 path, group 32, act quant included, graph replays on an H200): four
+groups of 32 rows on 2 warps, 29.0 us at K = N = 8192 and 26.1 at 4096 x 14336 (one group
+of 128 rows: 38.8 and 34.4). Session 9 (``dp4a``, 16 tiles): this tile 18.7, 16.8 and 21.5
+at 14336 x 4096; the old one 21.3, 18.9 and 23.9; no tile was best on all three shapes,
+none beat this one by more than 0.6 us, and 128-code steps of 64 or 128 rows lost 2-4 us."""
+
+
+def w4a8_gemv(
+    args: tuple[torch.Tensor, ...],
+    y: torch.Tensor,
+    k: int,
+    groups: int,
+    gs: int,
+    flags: dict,
+    split: int | None,
+    xq_in_kernel: bool,
+) -> None:
+    """Launch the GEMV into y [1, N]: ``args`` the eight leading tensors of
+    ``_w4a8_gemv_kernel`` (int_act_mm's order), ``flags`` int_act_mm's constexprs (the ones
+    this kernel does not take are left out), ``split`` a forced split-K."""
+    xq, x_scale, wq, bias = args[0], args[1], args[3], args[5]
+    n = wq.shape[0]
+    backend = backend_of(y.device)
+    bn = GEMV_TILE["BLOCK_N"]
+    step = splitk.k_step(k, gs, GEMV_TILE["STEP_K"])
+    n_prog = triton.cdiv(n, bn)
+    p = splitk.plan(y, backend, n_prog, k, step, split, per_sm=GEMV_TILE["per_sm"])
+    own = {key: flags[key] for key in ("GROUP_SIZE", "ASYM", "STATIC", "HAS_BIAS", "HAS_BIAS_INT")}
+    x_words = xq_in_kernel or xq.data_ptr() % 4 == 0  # (a float row is read as floats)
+    words = backend is Backend.CUDA and x_words and wq.data_ptr() % 4 == 0
+    epi = dict(row_scale=x_scale, bias=bias if flags["HAS_BIAS"] else None)
+    launch(_w4a8_gemv_kernel, (n_prog, p.split),
+        *args, y, p.partials, p.counter_arg(), n, k, groups, p.k_split, GROUPS=step // gs,
+        SPLIT_K=p.split, TAIL=p.tail(splitk.epilogue_bits(**epi)), BLOCK_N=bn, ASM=words,
+        num_warps=GEMV_TILE["num_warps"], XQ=xq_in_kernel, **own,
+    )  # fmt: skip
+    p.finish(y, **epi)
