@@ -24,15 +24,33 @@ import torch
 import torch.nn.functional as F
 import triton
 import triton.language as tl
+from aoq.kernels import mx_steps as st
+from aoq.kernels import nvfp4_act as na
 from aoq.kernels import splitk
 from aoq.kernels._common import INTERPRET, backend_of, out_dtype_for
 from aoq.kernels._launch import launch
 from aoq.kernels.mx_dequant import dequant_tile, elem_params
 from aoq.kernels.mx_packed import rne_bf16
 
-from aoq.formats.mx import MXElem, mx_dequantize, unpack_mx_codes
+from aoq.formats.mx import MXElem, ScaleRounding, mx_dequantize, unpack_mx_codes
 from aoq.formats.nvfp4 import NVFP4_BLOCK, nvfp4_dequantize
 from aoq.formats.packing import unpack_uint4
+
+ROW_CHUNK = tl.constexpr(2048)
+"""Elements a step of the NVFP4 one-row amax reads."""
+
+
+@triton.jit
+def _in_x_dtype(v, x_ty: tl.constexpr, UPCAST: tl.constexpr):
+    """float32 v rounded (RNE) to x's dtype: as that dtype on GPUs; as float32 under the
+    interpreter (UPCAST), whose bf16 casts truncate (bf16 rounded by hand)."""
+    if not UPCAST:
+        r = v.to(x_ty)
+    elif x_ty == tl.bfloat16:
+        r = (rne_bf16(v) << 16).to(tl.float32, bitcast=True)
+    else:
+        r = v.to(tl.float16).to(tl.float32)
+    return r
 
 
 @triton.jit
@@ -42,12 +60,20 @@ def _mx_decode_kernel(
     BITS: tl.constexpr, EBITS: tl.constexpr, MBITS: tl.constexpr, BIAS: tl.constexpr,
     NAN: tl.constexpr, NVFP4: tl.constexpr, BS: tl.constexpr, HAS_BIAS: tl.constexpr,
     SPLIT_K: tl.constexpr, TAIL: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    UPCAST: tl.constexpr,
+    UPCAST: tl.constexpr, XQDQ: tl.constexpr = 0, A_SHIFT: tl.constexpr = 0,
+    A_MIN_NORMAL: tl.constexpr = 0, A_MAX_NORMAL: tl.constexpr = 0, A_IS_INT: tl.constexpr = 0,
+    A_HW_FP8: tl.constexpr = 0, A_FP8_TY: tl.constexpr = None, A_EMAX: tl.constexpr = 0,
+    A_MAX_FRAC: tl.constexpr = 0, A_RCEIL: tl.constexpr = 0, E2M1: tl.constexpr = 0,
+    E4M3: tl.constexpr = 0, FP4_SHIFT: tl.constexpr = 0, FP4_MIN_NORMAL: tl.constexpr = 0,
+    E4M3_SHIFT: tl.constexpr = 0, E4M3_MIN_NORMAL: tl.constexpr = 0,
 ):  # fmt: skip
     """Program (n, s): outputs [16, BLOCK_N] over K range s (K_SPLIT long, a multiple of
     BLOCK_K). SPLIT_K > 1 stores float32 partials for the column tile's last program (TAIL,
     splitk.finish) or splitk.reduce_partials (which add the bias); else the bias is added
-    here."""
+    here. XQDQ (M = 1): x's one row is quantize-dequantized here, step by step, to the
+    values the activation kernel would have stored: 1 MX (blocks of BS, the A_ element
+    constants of mx_steps.elem_constants), 2 NVFP4 (the row's tensor scale first; the format
+    constants of nvfp4_act.QDQ_CONSTS)."""
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -59,17 +85,30 @@ def _mx_decode_kernel(
     s_rows = s_ptr + offs_n.to(tl.int64)[:, None] * stride_sn
     acc = tl.zeros((16, BLOCK_N), dtype=tl.float32)
     k_lo = pid_k * K_SPLIT
+    if XQDQ == 2:
+        x_ts = na.tensor_scale(na.amax_bits_of(x_ptr, 0, K, K, ROW_CHUNK), E2M1, E4M3)
     for k0 in range(k_lo, tl.minimum(K, k_lo + K_SPLIT), BLOCK_K):
         offs_k = k0 + tl.arange(0, BLOCK_K)
-        xt = tl.load(xrows + offs_k[None, :], mask=mmask[:, None] & (offs_k < K)[None, :],
-                     other=0.0)  # fmt: skip
+        if XQDQ:  # row 0 the qdq of x's row, the rest zeros (as the masked load's)
+            xr = tl.load(x_ptr + offs_k, mask=offs_k < K, other=0.0).to(tl.float32)
+            xr = tl.reshape(xr, (BLOCK_K // BS, BS))
+            if XQDQ == 1:
+                shared, ok = st.shared_exp(st.amax_bits(xr, 1), A_EMAX, A_MAX_FRAC, A_RCEIL)
+                xr = st.qdq(xr, st.exp2i(-shared, not A_IS_INT)[:, None],
+                            st.exp2i(shared, False)[:, None], ok[:, None], A_SHIFT, A_MIN_NORMAL,
+                            A_MAX_NORMAL, A_IS_INT, A_HW_FP8, A_FP8_TY)  # fmt: skip
+            else:
+                xr = na.qdq_blocks(xr, x_ts, E2M1, E4M3, FP4_SHIFT, FP4_MIN_NORMAL, E4M3_SHIFT,
+                                   E4M3_MIN_NORMAL)  # fmt: skip
+            xr = _in_x_dtype(tl.reshape(xr, (BLOCK_K,)), x_ptr.dtype.element_ty, UPCAST)
+            xt = tl.where((offs_m == 0)[:, None], xr[None, :], tl.zeros((16, BLOCK_K), xr.dtype))
+        else:
+            xt = tl.load(xrows + offs_k[None, :], mask=mmask[:, None] & (offs_k < K)[None, :],
+                         other=0.0)  # fmt: skip
         w = dequant_tile(rows, s_rows, ts_ptr, nmask, k0, K, BITS, EBITS, MBITS, BIAS, NAN,
                          NVFP4, BS, BLOCK_N, BLOCK_K)  # fmt: skip
         if UPCAST:  # the interpreter: float32 operands (its low-precision dot is not exact)
-            if x_ptr.dtype.element_ty == tl.bfloat16:  # its bf16 casts truncate: RNE by hand
-                w = (rne_bf16(w) << 16).to(tl.float32, bitcast=True)
-            else:
-                w = w.to(tl.float16).to(tl.float32)
+            w = _in_x_dtype(w, x_ptr.dtype.element_ty, UPCAST)
             acc = tl.dot(xt.to(tl.float32), tl.trans(w), acc, input_precision="ieee")
         else:
             w = w.to(x_ptr.dtype.element_ty)  # the emulated path's weights
@@ -126,11 +165,24 @@ def mx_decode_triton(
     block_size: int,
     bias: torch.Tensor | None,
     split: int | None = None,
+    one_row: str | None = None,
 ) -> torch.Tensor:
     """Triton launcher of ``aoq::mx_decode``: y = x · dequant(W)ᵀ (+ bias) in x's dtype (the
     caller checked :func:`serves`); ``elem`` an MXElem value. MX:
     ``scale`` E8M0 [N, K / block_size]; NVFP4 (``tensor_scale`` given): e4m3 [N, K / 16] and
-    elem fp4_e2m1. ``split`` forces the split-K (tests)."""
+    elem fp4_e2m1. ``split`` forces the split-K (tests).
+
+    ``one_row`` (x one row): the kernel quantize-dequantizes x itself (XQDQ), in one launch,
+    to the values of the activation kernel: MX weights name the activation's scale rounding
+    (``mx_cast.mx_qdq_gpu(x, elem, block_size, 1, one_row)``), NVFP4 weights "nvfp4"
+    (``nvfp4_act.nvfp4_qdq_triton(x)``). The two launches' bits."""
+    act: dict[str, object] = {}
+    if one_row is not None:
+        if x.shape[0] != 1:
+            raise ValueError(f"one_row takes one row of x, got {tuple(x.shape)}")
+        from aoq.kernels.mx_cast import _has_fp8_cvt
+
+        act = one_row_constexprs(elem, one_row, tensor_scale is not None, _has_fp8_cvt(x.device))
     m, k = x.shape
     n = qdata.shape[0]
     nvfp4 = tensor_scale is not None
@@ -159,10 +211,28 @@ def mx_decode_triton(
         x, qdata, s, ts, bias if bias is not None else s, y, p.partials, p.counter_arg(),
         m, n, k, p.k_split, x.stride(0), qdata.stride(0), s.stride(0), y.stride(0),
         SPLIT_K=p.split, TAIL=p.tail(splitk.epilogue_bits(bias=bias)), BLOCK_N=bn, BLOCK_K=bk,
-        UPCAST=INTERPRET, **fmt, **cfg,
+        UPCAST=INTERPRET, **fmt, **cfg, **act,
     )  # fmt: skip
     p.finish(y, bias=bias)
     return y.to(x.dtype)
+
+
+def one_row_constexprs(elem: str, one_row: str, nvfp4: bool, hw_fp8: bool) -> dict[str, object]:
+    """The kernel's XQDQ constexprs for :func:`mx_decode_triton`'s ``one_row`` (also its
+    compile-target specs'); ``hw_fp8``: fp8 elements through the float8 conversion."""
+    if nvfp4:
+        if one_row != "nvfp4":
+            raise ValueError(f"NVFP4 weights take one_row='nvfp4', got {one_row!r}")
+        act: dict[str, object] = {"XQDQ": 2, **na.QDQ_CONSTS}
+        del act["BS"]
+        return act
+    e = MXElem(elem)
+    hw = hw_fp8 and e in st.FP8_TY
+    c = st.elem_constants(e, ScaleRounding(one_row), hw)
+    return {"XQDQ": 1, "A_SHIFT": c["SHIFT"], "A_MIN_NORMAL": c["MIN_NORMAL_BITS"],
+            "A_MAX_NORMAL": c["MAX_NORMAL"], "A_IS_INT": c["IS_INT"], "A_HW_FP8": hw,
+            "A_FP8_TY": c["FP8_TY"], "A_EMAX": c["EMAX"], "A_MAX_FRAC": c["MAX_FRAC"],
+            "A_RCEIL": c["RCEIL"]}  # fmt: skip
 
 
 # --- torch.library ----------------------------------------------------------------------------

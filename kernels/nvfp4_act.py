@@ -66,13 +66,47 @@ def _amax_kernel(x_ptr, part_ptr, n, per_prog, CHUNK: tl.constexpr):
     """part[p] = the largest finite |x| (as float32 bits) of elements [p * per_prog, ...)."""
     pid = tl.program_id(0)
     start = pid.to(tl.int64) * per_prog
+    tl.store(part_ptr + pid, amax_bits_of(x_ptr, start, per_prog, n, CHUNK))
+
+
+@triton.jit
+def amax_bits_of(x_ptr, start, count, n, CHUNK: tl.constexpr):
+    """The largest finite |x| of elements [start, start + count) below n, as float32 bits
+    (int32; 0 if none), read in steps of CHUNK: the amax pass's partial, and a one-row
+    decode's whole row."""
     hi = tl.zeros((CHUNK,), tl.int32)
-    for off in range(0, per_prog, CHUNK):
+    for off in range(0, count, CHUNK):
         offs = start + off + tl.arange(0, CHUNK)
-        x = tl.load(x_ptr + offs, mask=offs < n)  # (per_prog is a multiple of CHUNK)
+        x = tl.load(x_ptr + offs, mask=offs < n)
         bits = x.to(tl.float32).to(tl.int32, bitcast=True) & 0x7FFFFFFF
         hi = tl.maximum(hi, tl.where(bits < FINITE, bits, 0))
-    tl.store(part_ptr + pid, tl.max(hi, axis=0))
+    return tl.max(hi, axis=0)
+
+
+@triton.jit
+def tensor_scale(amax_bits, E2M1: tl.constexpr, E4M3: tl.constexpr):
+    """The dynamic tensor scale of an amax (float32 bits): amax / 2688, 1.0 if that is 0."""
+    ts = tl.div_rn(amax_bits.to(tl.float32, bitcast=True), E4M3 * E2M1)
+    return tl.where(ts > 0.0, ts, 1.0)
+
+
+@triton.jit
+def qdq_blocks(
+    x, ts, E2M1: tl.constexpr, E4M3: tl.constexpr, FP4_SHIFT: tl.constexpr,
+    FP4_MIN_NORMAL: tl.constexpr, E4M3_SHIFT: tl.constexpr, E4M3_MIN_NORMAL: tl.constexpr,
+):  # fmt: skip
+    """float32 x [blocks, 16] -> the quantize-dequantize values (float32) under tensor scale
+    ts: the module doc's steps, block by block."""
+    ab = st.amax_bits(x, 1)
+    ok = ab < FINITE  # no NaN / Inf in the block
+    s = tl.minimum(tl.div_rn(tl.div_rn(ab.to(tl.float32, bitcast=True), E2M1), ts), E4M3)
+    t, m = st.grid_add(s, E4M3_SHIFT, E4M3_MIN_NORMAL, False)
+    d = (t - m) * ts  # the e4m3 block scale's value times the tensor scale
+    live = d > 0.0
+    v = tl.div_rn(x, tl.where(live, d, 1.0)[:, None])
+    r = st.on_grid(v, FP4_SHIFT, FP4_MIN_NORMAL, E2M1, False)
+    y = tl.where(live[:, None], r * d[:, None], 0.0)
+    return tl.where(ok[:, None], y, float("nan"))
 
 
 @triton.jit
@@ -85,23 +119,13 @@ def _qdq_kernel(
     """Blocks [pid * NB, ...) of BS consecutive elements: quantize-dequantize (module doc)."""
     offs_p = tl.arange(0, PARTS)
     amax_bits = tl.max(tl.load(part_ptr + offs_p, mask=offs_p < n_parts, other=0), axis=0)
-    ts = tl.div_rn(amax_bits.to(tl.float32, bitcast=True), E4M3 * E2M1)
-    ts = tl.where(ts > 0.0, ts, 1.0)
+    ts = tensor_scale(amax_bits, E2M1, E4M3)
 
     blocks = tl.program_id(0).to(tl.int64) * NB + tl.arange(0, NB)
     offs = blocks[:, None] * BS + tl.arange(0, BS)[None, :]
     mask = (blocks < nblk)[:, None]
     x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-    ab = st.amax_bits(x, 1)
-    ok = ab < FINITE  # no NaN / Inf in the block
-    s = tl.minimum(tl.div_rn(tl.div_rn(ab.to(tl.float32, bitcast=True), E2M1), ts), E4M3)
-    t, m = st.grid_add(s, E4M3_SHIFT, E4M3_MIN_NORMAL, False)
-    d = (t - m) * ts  # the e4m3 block scale's value times the tensor scale
-    live = d > 0.0
-    v = tl.div_rn(x, tl.where(live, d, 1.0)[:, None])
-    r = st.on_grid(v, FP4_SHIFT, FP4_MIN_NORMAL, E2M1, False)
-    y = tl.where(live[:, None], r * d[:, None], 0.0)
-    y = tl.where(ok[:, None], y, float("nan"))
+    y = qdq_blocks(x, ts, E2M1, E4M3, FP4_SHIFT, FP4_MIN_NORMAL, E4M3_SHIFT, E4M3_MIN_NORMAL)
     tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
 
 

@@ -61,6 +61,19 @@ def _mx_decode_spec(name: str, bits: int, params: tuple[int, ...], nvfp4: bool) 
     return Spec(name, "mx_decode", "_mx_decode_kernel", sig, ce, warps=4)
 
 
+def _one_row_spec(spec: Spec) -> Spec:
+    """``spec`` (fp4 MX or NVFP4 weights) rounding its own one-row bf16 activation
+    (mx_decode.mx_decode_triton's one_row): MX fp4 with RCEIL, NVFP4 with the row's tensor
+    scale."""
+    from dataclasses import replace
+
+    from aoq.kernels.mx_decode import one_row_constexprs
+
+    nvfp4 = bool(spec.constexprs["NVFP4"])
+    act = one_row_constexprs("fp4_e2m1", "nvfp4" if nvfp4 else "rceil", nvfp4, False)
+    return replace(spec, name=spec.name + "_one_row", constexprs={**spec.constexprs, **act})
+
+
 def _nvfp4_act_specs() -> list[Spec]:
     """kernels/nvfp4_act.py: the amax pass and the quantize-dequantize of bf16 activations,
     at their launch tiles (the most partials)."""
@@ -103,5 +116,7 @@ def mx_specs(target: str) -> list[Spec]:
         _mx_decode_spec("mx_decode.fp6_e2m3", 6, (2, 3, 1, 0), False),
         _mx_decode_spec("mx_decode.fp8_e4m3", 8, (4, 3, 7, 1), False),
         _mx_decode_spec("mx_decode.nvfp4", 4, (2, 1, 1, 0), True),
+        _one_row_spec(_mx_decode_spec("mx_decode.fp4", 4, (2, 1, 1, 0), False)),
+        _one_row_spec(_mx_decode_spec("mx_decode.nvfp4", 4, (2, 1, 1, 0), True)),
         *_nvfp4_act_specs(),
     ]

@@ -321,16 +321,23 @@ def _mx_decode(x: torch.Tensor, w: MXWeight | NVFP4Tensor, bias: Any) -> torch.T
     the emulated path's weights and products, without the dequantized copy."""
     fb, _ = split_bias(bias, static=False)
     gpu = x.device.type != "cpu"  # eagerly the GPU ops' implementations, called directly
-    if isinstance(w, NVFP4Tensor):
-        elem, bs, ts = MXElem.FP4_E2M1, 16, w.tensor_scale
-        if w.act is ActQuant.NVFP4_DYNAMIC:  # the same op as w.quantize_activation
-            x = _call("nvfp4_qdq", nvfp4_qdq_gpu if gpu else torch.ops.aoq.nvfp4_qdq, x)
-    else:
-        elem, bs, ts = w.elem, w.block_size, None
-        if w.act is ActQuant.MX_DYNAMIC:  # the same op as w.quantize_activation
-            qdq = _k.mx_cast.mx_qdq_gpu if gpu else torch.ops.aoq.mx_qdq
-            x = _call("mx_qdq", qdq, x, elem.value, bs, 1, w.scale_rounding.value)
+    nvfp4 = isinstance(w, NVFP4Tensor)
     scale = w.scale.view(torch.uint8)  # opcheck and fake tensors cannot compute on float8
+    if nvfp4:
+        elem, bs, ts, rule = MXElem.FP4_E2M1, 16, w.tensor_scale, "nvfp4"
+    else:
+        elem, bs, ts, rule = w.elem, w.block_size, None, w.scale_rounding.value
+    if w.act in (ActQuant.NVFP4_DYNAMIC, ActQuant.MX_DYNAMIC):
+        if not _traced(x, w.qdata) and _one_row_pays(x, w):
+            # eager M = 1, a small weight: the decode kernel rounds x itself (one launch,
+            # the same bits); rule: the activation's MX scale rounding, or "nvfp4"
+            return _k.mx_decode.mx_decode_triton(x, w.qdata, scale, ts, elem.value, bs, fb,
+                                                 None, rule)  # fmt: skip
+        if nvfp4:  # the same ops as w.quantize_activation
+            x = _call("nvfp4_qdq", nvfp4_qdq_gpu if gpu else torch.ops.aoq.nvfp4_qdq, x)
+        else:
+            qdq = _k.mx_cast.mx_qdq_gpu if gpu else torch.ops.aoq.mx_qdq
+            x = _call("mx_qdq", qdq, x, elem.value, bs, 1, rule)
     return _call("mx_decode", _k.mx_decode.mx_decode_triton,
                  x, w.qdata, scale, ts, elem.value, bs, fb)  # fmt: skip
 

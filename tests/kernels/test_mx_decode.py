@@ -80,6 +80,71 @@ def test_decode_matches_emulated_on_gpu():
     assert check_decode_matches_emulated("cuda") == []
 
 
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """The same dtype, shape and bits (NaN where the other has NaN)."""
+    a, b = a.cpu(), b.cpu()
+    if a.dtype != b.dtype or a.shape != b.shape or not torch.equal(a.isnan(), b.isnan()):
+        return False
+    return torch.equal(a.nan_to_num(0.0), b.nan_to_num(0.0))
+
+
+def check_one_row_matches_two_launches(device: str, n: int = 72, k: int = 320) -> list[str]:
+    """mx_decode_triton's one_row (x's quantize-dequantize inside the decode kernel) against the
+    activation kernel then mx_decode_triton, bit for bit: every MX element x both scale
+    roundings, NVFP4; bf16 / fp16 rows (wide magnitudes, a NaN, ties, all zeros); split
+    None and 3; K = 320 leaves a K tail."""
+    from aoq.kernels.mx_cast import mx_cast_triton
+    from aoq.kernels.nvfp4_act import nvfp4_qdq_triton
+
+    bad = []
+    g = torch.Generator().manual_seed(3)
+    wide = torch.randn(1, k, generator=g) * torch.exp(torch.randn(1, k, generator=g) * 2)
+    nan, ties = wide.clone(), wide.clone()
+    nan[0, 40] = float("nan")
+    ties[0, :32] = torch.arange(32) * 0.25  # halfway points of the fp4 / fp6 grids
+    rows = {"wide": wide, "nan": nan, "ties": ties, "zeros": torch.zeros(1, k)}
+    cases = [(e, 32, r) for e in MXElem for r in ("floor", "rceil")] + [(None, 16, "floor")]
+    for elem, bs, rule in cases:
+        q, s, ts, _ = (t.to(device) if t is not None else None for t in _weight(elem, n, k, bs, g))
+        name = elem.value if elem else "nvfp4"
+        for j, (rname, row, dtype) in enumerate(
+            (r, v, d) for r, v in rows.items() for d in (torch.bfloat16, torch.float16)
+        ):
+            x = row.to(dtype).to(device)
+            bias = torch.randn(n, generator=g).to(dtype).to(device) if j % 3 else None
+            if elem is None:
+                xq = nvfp4_qdq_triton(x)
+            else:
+                xq = mx_cast_triton(x, elem, bs, 1, rule, qdq=True)[0]
+            e = (elem or MXElem.FP4_E2M1).value
+            for split in (None, 3):
+                want = mdc.mx_decode_triton(xq, q, s, ts, e, bs, bias, split)
+                got = mdc.mx_decode_triton(
+                    x, q, s, ts, e, bs, bias, split, rule if elem else "nvfp4"
+                )
+                if not _same(got, want):
+                    bad.append(f"{name}/{rule}/{rname}/{dtype}/split {split}")
+    return bad
+
+
+def test_one_row_matches_two_launches_under_the_interpreter():
+    run_interpreted("test_mx_decode", "check_one_row_matches_two_launches")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+def test_one_row_matches_two_launches_on_gpu():
+    assert check_one_row_matches_two_launches("cuda") == []
+    assert check_one_row_matches_two_launches("cuda", 4104, 8192) == []
+
+
+def test_one_row_takes_one_row():
+    x = torch.zeros(2, 64, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="one row"):
+        mdc.mx_decode_triton(x, torch.zeros(8, 32, dtype=torch.uint8),
+                             torch.zeros(8, 2, dtype=torch.uint8), None, "fp4_e2m1", 32, None,
+                             None, "floor")  # fmt: skip
+
+
 def test_serves():
     q = torch.zeros(8, 32, dtype=torch.uint8)
     x = torch.zeros(4, 64, dtype=torch.bfloat16)
