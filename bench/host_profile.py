@@ -36,7 +36,7 @@ from torch import nn
 import aoq
 from aoq import dispatch, plans
 from aoq.testing.cases import inference_configs
-from bench.timing import EventlessSync, host_time
+from bench.timing import EventlessSync, host_time, warm_gpu
 
 BATCH = 200
 REPS = 15
@@ -50,6 +50,7 @@ def _empty_kernel(a, b, c, d, n, BLOCK: tl.constexpr):
 def per_call_us(fn: Callable[[], Any], batch: int = BATCH, reps: int = REPS) -> tuple[float, float]:
     """(min, median) host µs per call over ``reps`` batches of ``batch`` calls: the bench's
     own host-overhead timing (bench/timing.py), the device synchronised outside the batches."""
+    warm_gpu()
     samples = host_time(fn, batch, reps, EventlessSync()).samples_us
     return min(samples), statistics.median(samples)
 

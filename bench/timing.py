@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
@@ -196,6 +197,26 @@ def device_time(
     return Timed(per_call(passes, len(rot)), {"reps": n, "copies": len(rot)})
 
 
+WARM_GPU_S = 0.2
+"""Seconds of matrix products before a GPU host timing (``AOQ_BENCH_WARM_S`` overrides; 0
+skips): an idle H200 runs at ~345 MHz, and a host timing's calls are too light to raise the
+clocks, so its first configs' kernels outlasted their own launches (run dca4df: fp8-row,
+fp8wo, int8wo, W8A8 and W4A8 at 28-34 us a call, the same plans 16-18 us once warm)."""
+
+
+def warm_gpu(seconds: float | None = None) -> None:
+    """Keep the current GPU busy for ``seconds`` (WARM_GPU_S) so that its clocks are up."""
+    s = float(os.environ.get("AOQ_BENCH_WARM_S", WARM_GPU_S)) if seconds is None else seconds
+    if s <= 0 or not torch.cuda.is_available():
+        return
+    a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+    end = time.perf_counter() + s
+    while time.perf_counter() < end:
+        for _ in range(8):
+            a @ a
+        torch.cuda.synchronize()
+
+
 def host_time(fn: Callable[[], Any], batch: int, reps: int, clock: Clock | None = None) -> Timed:
     """Host µs per call of ``fn``: ``reps`` batches of ``batch`` back-to-back calls (on a GPU,
     for a layer whose kernels are shorter than their launches, this is the host overhead)."""
@@ -289,6 +310,7 @@ class Timer:
         """Host µs per call (eager), batches of back-to-back calls (20 on a GPU, where a
         call is ~10-100 µs; 4 on a CPU, where it does the math too)."""
         if self.gpu:
+            warm_gpu()
             return host_time(fn, 20, self.reps, EventlessSync())
         return fixture_time(self.benchmark(), fn, self.reps, self.cap_s, iterations=4)
 
