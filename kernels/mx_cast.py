@@ -252,7 +252,7 @@ def _mx_cast_dim0_kernel(
                 st.store_fp6(p, stride_or, qt, m)
 
 
-def _has_fp8_cvt(device: torch.device) -> bool:
+def has_fp8_cvt(device: torch.device) -> bool:
     """NVIDIA sm90+: Triton converts float32 to e4m3 / e5m2 in one instruction (RNE). Not
     sm89: there it goes through float16 (cvt.rn.satfinite.e4m3x2.f16x2), a double rounding
     that misrounds values just past a tie; the integer path serves sm89."""
@@ -263,7 +263,7 @@ def _has_fp8_cvt(device: torch.device) -> bool:
 
 def _has_pair_ops(device: torch.device) -> bool:
     """NVIDIA sm90+: mul/add.rn.bf16x2 and min/max.u16x2 (PTX 8.0), the PACKED path's ops."""
-    return _has_fp8_cvt(device)
+    return has_fp8_cvt(device)
 
 
 @functools.cache
@@ -298,7 +298,7 @@ def mx_cast_triton(
             f"the Triton MX cast takes block sizes 8, 16, ..., 256, got {block_size}; "
             "torch.ops.aoq.mx_cast runs the reference for the others"
         )
-    hw = (_has_fp8_cvt(x.device) if hw_fp8 is None else hw_fp8) and elem in st.FP8_TY
+    hw = (has_fp8_cvt(x.device) if hw_fp8 is None else hw_fp8) and elem in st.FP8_TY
     asm = _has_pair_ops(x.device)
     pair_ok = x.dtype == torch.bfloat16 and not hw and (dim == 1 or x.shape[1] % 2 == 0)
     if packed and not pair_ok:

@@ -29,6 +29,7 @@ from aoq.kernels import nvfp4_act as na
 from aoq.kernels import splitk
 from aoq.kernels._common import INTERPRET, backend_of, out_dtype_for
 from aoq.kernels._launch import launch
+from aoq.kernels.mx_cast import has_fp8_cvt
 from aoq.kernels.mx_dequant import dequant_tile, elem_params
 from aoq.kernels.mx_packed import rne_bf16
 
@@ -180,9 +181,7 @@ def mx_decode_triton(
     if one_row is not None:
         if x.shape[0] != 1:
             raise ValueError(f"one_row takes one row of x, got {tuple(x.shape)}")
-        from aoq.kernels.mx_cast import _has_fp8_cvt
-
-        act = one_row_constexprs(elem, one_row, tensor_scale is not None, _has_fp8_cvt(x.device))
+        act = one_row_constexprs(elem, one_row, tensor_scale is not None, has_fp8_cvt(x.device))
     m, k = x.shape
     n = qdata.shape[0]
     nvfp4 = tensor_scale is not None
@@ -223,9 +222,7 @@ def one_row_constexprs(elem: str, one_row: str, nvfp4: bool, hw_fp8: bool) -> di
     if nvfp4:
         if one_row != "nvfp4":
             raise ValueError(f"NVFP4 weights take one_row='nvfp4', got {one_row!r}")
-        act: dict[str, object] = {"XQDQ": 2, **na.QDQ_CONSTS}
-        del act["BS"]
-        return act
+        return {"XQDQ": 2, **{c: v for c, v in na.QDQ_CONSTS.items() if c != "BS"}}
     e = MXElem(elem)
     hw = hw_fp8 and e in st.FP8_TY
     c = st.elem_constants(e, ScaleRounding(one_row), hw)

@@ -147,7 +147,7 @@ def test_triton_kernel_bit_exact_on_gpu():
 
 
 @pytest.mark.skipif(
-    not (torch.cuda.is_available() and k._has_fp8_cvt(torch.device("cuda"))),
+    not (torch.cuda.is_available() and k.has_fp8_cvt(torch.device("cuda"))),
     reason="needs an NVIDIA GPU with direct float32 -> float8 conversions (sm90+)",
 )
 def test_hardware_fp8_rounding_bit_exact_on_gpu():
