@@ -31,6 +31,21 @@ the dequantization works on 32-bit registers holding two bf16 values:
   scale as int8. (The FMA GEMV of weight_only.py took 24.7 us at K = N = 8192;
   this kernel 21.1.)
 
+int4's tile (run of 2026-11-22, H200, M = 1 and 16, K x N 8192 x 8192 and 4096 x 14336:
+24.2-25.0 us before, 20.2-20.9 after) changes three things that only paid together:
+
+- ``WT``: the weights are the MMA's A operand and x^T its B (y^T = W x^T), on two warps so
+  Triton keeps mma.sync (with four it picks wgmma, whose sums came out wrong: refused). The
+  A fragments take the assembly's output registers as they are, where x's fragments as
+  operand A were copied into register quads before every MMA: 3.1 instructions a code
+  against 4.2 in the main loop.
+- ``PREF``: a step's scales and zero points are loaded one step ahead. Loaded and used in
+  the same step they stalled every step on DRAM latency (with none loaded at all, the
+  kernel took 17.5 us).
+- Group-major scales and zero points ([G, N] storage, strides (1, N): aoq.tensors.int4
+  builds them on CUDA), so those loads are coalesced. Row-major still works (the strides
+  are arguments).
+
 Under the interpreter (no inline assembly) the same values come from plain integer and
 float32 arithmetic, and the dot upcasts to float32 (the interpreter's bf16 dot is wrong).
 The low nibbles meet the even activations and the high nibbles the odd ones: x's tile is
@@ -132,12 +147,28 @@ def _byte_codes(q, WFMT: tl.constexpr, ASM: tl.constexpr):
 
 
 @triton.jit
+def _group_params(s_ptr, z_ptr, srow, nmask, k0, k_hi, stride_sg, WFMT: tl.constexpr,
+                  GROUP_SIZE: tl.constexpr):  # fmt: skip
+    """Scales [BLOCK_N] and zero points (WFMT 1; 3: 8) of the group at k0 (``srow``: each
+    row's offset; ``stride_sg``: the groups' stride, 1 or N); zeros from k_hi on."""
+    m = nmask & (k0 < k_hi)
+    g = (k0 // GROUP_SIZE) * stride_sg  # < 2**31: the scale tensor has fewer elements
+    s = tl.load(s_ptr + srow + g, mask=m, other=0.0)
+    if WFMT == 1:
+        z = tl.load(z_ptr + srow + g, mask=m, other=0).to(tl.int32)
+    else:
+        z = tl.full(srow.shape, 8, tl.int32)
+    return s, z
+
+
+@triton.jit
 def _decode_mma_kernel(
     x_ptr, w_ptr, s_ptr, z_ptr, xs_ptr, b_ptr, y_ptr, p_ptr, c_ptr,
-    M, N, K, G, K_SPLIT, stride_xm, stride_wn, stride_ym,
+    M, N, K, stride_sn, stride_sg, K_SPLIT, stride_xm, stride_wn, stride_ym,
     WFMT: tl.constexpr, GROUP_SIZE: tl.constexpr, GROUPS: tl.constexpr, XQ: tl.constexpr,
     STATIC: tl.constexpr, HAS_BIAS: tl.constexpr, SPLIT_K: tl.constexpr, TAIL: tl.constexpr,
     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, ASM: tl.constexpr, UPCAST: tl.constexpr,
+    WT: tl.constexpr = False, PREF: tl.constexpr = False,
 ):  # fmt: skip
     """Program (n, s): outputs [16, BLOCK_N] over K range s. int4 (WFMT 1: zero points from
     z_ptr; 3: symmetric, q + 8 stored): GROUPS quantization groups a step; int8 (WFMT 0) and
@@ -154,6 +185,7 @@ def _decode_mma_kernel(
     mmask = offs_m < M
     xrows = x_ptr + offs_m.to(tl.int64)[:, None] * stride_xm
     acc = tl.zeros((16, BLOCK_N), dtype=tl.float32)
+    acc_t = tl.zeros((BLOCK_N, 16), dtype=tl.float32)  # WT: the weights are the MMA's A
     k_lo = pid_k * K_SPLIT
     k_hi = tl.minimum(K, k_lo + K_SPLIT)
     if WFMT == 1 or WFMT == 3:
@@ -163,27 +195,39 @@ def _decode_mma_kernel(
             + offs_n.to(tl.int64)[:, None] * stride_wn
             + tl.arange(0, GROUP_SIZE // 2)[None, :]
         )
-        srow = offs_n.to(tl.int64) * G
+        srow = offs_n.to(tl.int64) * stride_sn
+        if PREF:  # this step's scales and zero points were loaded one step ahead (GROUPS 1)
+            s_nxt, z_nxt = _group_params(s_ptr, z_ptr, srow, nmask, k_lo, k_hi, stride_sg, WFMT,
+                                         GROUP_SIZE)  # fmt: skip
         for k0 in range(k_lo, k_hi, BLOCK_K):
+            if PREF:
+                tl.static_assert(GROUPS == 1, "PREF loads one group a step")
+                s_cur, z_cur = s_nxt, z_nxt
+                s_nxt, z_nxt = _group_params(s_ptr, z_ptr, srow, nmask, k0 + BLOCK_K, k_hi,
+                                             stride_sg, WFMT, GROUP_SIZE)  # fmt: skip
             for j in tl.static_range(GROUPS):
                 kg = k0 + j * GROUP_SIZE
+                if not PREF:
+                    s_cur, z_cur = _group_params(s_ptr, z_ptr, srow, nmask, kg, k_hi, stride_sg,
+                                                 WFMT, GROUP_SIZE)  # fmt: skip
                 xt = tl.load(xrows + (kg + offs_g)[None, :], mask=mmask[:, None], other=0)
                 if XQ:  # (the interpreter's int8 -> bf16 conversion is not exact)
                     xt = xt.to(tl.float32 if UPCAST else tl.bfloat16)
                 xe, xo = tl.split(tl.reshape(xt, (16, GROUP_SIZE // 2, 2)))
                 b = tl.load(wrows + kg // 2, mask=nmask[:, None], other=0)
-                sidx = srow + kg // GROUP_SIZE
-                if WFMT == 1:
-                    zj = tl.load(z_ptr + sidx, mask=nmask, other=0)
-                else:
-                    zj = tl.full((BLOCK_N,), 8, tl.int32)
-                lo, hi = _int4_codes(b, zj, ASM)
+                lo, hi = _int4_codes(b, z_cur, ASM)
                 if not UPCAST:
                     lo, hi = lo.to(tl.bfloat16), hi.to(tl.bfloat16)
-                part = mma(xe, tl.trans(lo), tl.zeros((16, BLOCK_N), dtype=tl.float32), UPCAST,
-                           "ieee")  # fmt: skip
-                part = mma(xo, tl.trans(hi), part, UPCAST, "ieee")
-                acc += part * tl.load(s_ptr + sidx, mask=nmask, other=0.0)[None, :]
+                if WT:
+                    part = mma(lo, tl.trans(xe), tl.zeros((BLOCK_N, 16), dtype=tl.float32),
+                               UPCAST, "ieee")  # fmt: skip
+                    part = mma(hi, tl.trans(xo), part, UPCAST, "ieee")
+                    acc_t += part * s_cur[:, None]
+                else:
+                    part = mma(xe, tl.trans(lo), tl.zeros((16, BLOCK_N), dtype=tl.float32),
+                               UPCAST, "ieee")  # fmt: skip
+                    part = mma(xo, tl.trans(hi), part, UPCAST, "ieee")
+                    acc += part * s_cur[None, :]
     else:
         if WFMT == 2:  # float8 codes read as their bytes (the conversion is ours)
             w_ptr = w_ptr.to(tl.pointer_type(tl.uint8))
@@ -195,7 +239,12 @@ def _decode_mma_kernel(
             w = _byte_codes(q, WFMT, ASM)
             if not UPCAST:
                 w = w.to(tl.bfloat16)
-            acc = mma(xt, tl.trans(w), acc, UPCAST, "ieee")
+            if WT:
+                acc_t = mma(w, tl.trans(xt), acc_t, UPCAST, "ieee")
+            else:
+                acc = mma(xt, tl.trans(w), acc, UPCAST, "ieee")
+    if WT:
+        acc = tl.trans(acc_t)
     if SPLIT_K > 1:
         part_ptrs = p_ptr + pid_k.to(tl.int64) * M * N + offs_m.to(tl.int64)[:, None] * N
         tl.store(part_ptrs + offs_n[None, :], acc, mask=mmask[:, None] & nmask[None, :])
@@ -208,8 +257,8 @@ def _decode_mma_kernel(
 
 
 TILE = {
-    WeightFormat.UINT4: {"BLOCK_N": 64, "STEP_K": 128, "num_warps": 4, "num_stages": 3,
-                         "per_sm": 7},
+    WeightFormat.UINT4: {"BLOCK_N": 64, "STEP_K": 128, "num_warps": 2, "num_stages": 3,
+                         "per_sm": 7, "WT": True, "PREF": True},
     WeightFormat.INT4_SYM: {"BLOCK_N": 128, "STEP_K": 128, "num_warps": 4, "num_stages": 3,
                             "per_sm": 4},
     WeightFormat.INT8: {
@@ -232,12 +281,28 @@ stages, split 2/4/8) found nothing more than 0.5 us faster at any shape. INT4_SY
 14336 x 4096, against 46.0, 41.1 and 45.6 for the int8-MMA kernel it replaced). Steps of
 part of a group (int4 g128 at STEP_K 32 or 64, 15 tiles) were 10-90 % slower."""
 TILE[WeightFormat.FP8] = TILE[WeightFormat.INT8]
+# UINT4 since 2026-11-22: 64 x 128 on two warps with WT and PREF (module docstring); split
+# per_sm 7 and 4 within 0.6 us. int8 / fp8 with WT gained 0-5 % (19.3 against 20.3 us at
+# 4096 x 14336 for int8, BLOCK_N 32, STEP_K 256): not taken without a wider sweep.
 
 
-def serves(x: torch.Tensor, qdata: torch.Tensor, groups: int, wfmt: WeightFormat) -> bool:
+def serves(
+    x: torch.Tensor,
+    qdata: torch.Tensor,
+    groups: int,
+    wfmt: WeightFormat,
+    scale: torch.Tensor | None = None,
+    zero: torch.Tensor | None = None,
+) -> bool:
     """M <= 16 rows of bf16 activations (int8 codes for W4A8's symmetric int4), contiguous;
     int4 groups of 32..256 (powers of two); per-channel int8 or float8 e4m3fn with K a
-    multiple of 16 (fp8 on CUDA, where its conversion is assembly, and the interpreter)."""
+    multiple of 16 (fp8 on CUDA, where its conversion is assembly, and the interpreter).
+    int4 scales [N, G] (and zero points, with the same strides) row-major or group-major."""
+    if scale is not None and scale.dim() == 2 and scale.shape[1] > 1:
+        if scale.stride() not in ((scale.shape[1], 1), (1, scale.shape[0])):
+            return False
+        if zero is not None and zero.stride() != scale.stride():
+            return False
     m, k = x.shape
     xq = wfmt is WeightFormat.INT4_SYM
     if x.dtype != (torch.int8 if xq else torch.bfloat16) or m > 16:
@@ -277,9 +342,15 @@ def decode_mma(
     bn = cfg.pop("BLOCK_N")
     want = cfg.pop("STEP_K")
     per_sm = cfg.pop("per_sm", 4)
+    if cfg.get("WT") and cfg["num_warps"] >= 4:
+        raise ValueError(
+            "WT (the weights as the MMA's A operand) needs fewer than 4 warps: with 4, Triton "
+            "3.6 picks wgmma, whose sums came out wrong (H200, BLOCK_N 128)"
+        )
     per_channel = wfmt in (WeightFormat.INT8, WeightFormat.FP8)
     gs = 16 if per_channel else k // groups
     bk = splitk.k_step(k, gs, want)
+    cfg["PREF"] = cfg.get("PREF", False) and bk == gs  # one group a step
     backend = backend_of(x.device)
     n_prog = triton.cdiv(n, bn)
     p = splitk.plan(y, backend, n_prog, k, bk, split, per_sm=per_sm)
@@ -289,7 +360,9 @@ def decode_mma(
         x, qdata, scale, zero if zero is not None else scale,
         x_scale if xq else scale, bias if bias is not None else scale, y, p.partials,
         p.counter_arg(),
-        m, n, k, groups, p.k_split, x.stride(0), qdata.stride(0), y.stride(0),
+        m, n, k, scale.stride(0) if scale.dim() == 2 else 1,
+        scale.stride(1) if scale.dim() == 2 else 1, p.k_split, x.stride(0), qdata.stride(0),
+        y.stride(0),
         WFMT=int(wfmt), GROUP_SIZE=gs, GROUPS=bk // gs, XQ=xq,
         STATIC=x_scale is not None and x_scale.dim() == 0, HAS_BIAS=bias is not None,
         SPLIT_K=p.split, TAIL=p.tail(splitk.epilogue_bits(**epi)), BLOCK_N=bn, BLOCK_K=bk,

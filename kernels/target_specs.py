@@ -141,14 +141,15 @@ def _decode_mma(name: str, wfmt: int, gs: int, step: int, target: str) -> Spec:
         "z_ptr": "*u8", "xs_ptr": "*fp32", "b_ptr": "*bf16", "y_ptr": "*bf16", "p_ptr": "*fp32",
         "c_ptr": "*i32",
     }  # fmt: skip
-    sig.update({n: "i32" for n in ("M", "N", "K", "G", "K_SPLIT", "stride_xm", "stride_wn",
-                                   "stride_ym")})  # fmt: skip
+    sig.update({n: "i32" for n in ("M", "N", "K", "stride_sn", "stride_sg", "K_SPLIT",
+                                   "stride_xm", "stride_wn", "stride_ym")})  # fmt: skip
     ce = dict(
         WFMT=wfmt, GROUP_SIZE=gs, GROUPS=step // gs, XQ=False, STATIC=False, HAS_BIAS=True,
         SPLIT_K=4, TAIL=split_tail(), BLOCK_N=64, BLOCK_K=step, ASM=target.startswith("sm"),
-        UPCAST=False,
+        UPCAST=False, WT=wfmt == 1, PREF=wfmt == 1,  # int4: decode_mma.TILE's orientation
     )  # fmt: skip
-    return Spec(name, "decode_mma", "_decode_mma_kernel", sig, ce, fp8=wfmt == 2)
+    warps = 2 if wfmt == 1 else 4
+    return Spec(name, "decode_mma", "_decode_mma_kernel", sig, ce, warps=warps, fp8=wfmt == 2)
 
 
 def _splitk_specs(target: str) -> list[Spec]:

@@ -239,12 +239,12 @@ def weight_only_mm_triton(
         return y.to(x.dtype)
     per_channel = groups == 1 and wfmt is not WeightFormat.UINT4
     upcast, precision = dot_flags(x.dtype)
+    if Strategy(strategy) is Strategy.DECODE and m <= 16:
+        _decode(x, qdata, scale, zero, bias, y, groups, wfmt, per_channel, upcast, precision, split)
+        return y.to(x.dtype)
     scale_c = scale.contiguous()
     z = zero.contiguous() if zero is not None else scale_c
     b = bias if bias is not None else scale_c
-    if Strategy(strategy) is Strategy.DECODE and m <= 16:
-        _decode(x, qdata, scale_c, z, bias, y, groups, wfmt, per_channel, upcast, precision, split)
-        return y.to(x.dtype)
 
     def grid(meta: dict) -> tuple[int, int]:
         return (triton.cdiv(n, meta["BLOCK_N"]), triton.cdiv(m, meta["BLOCK_M"]))
@@ -262,7 +262,7 @@ def _decode(
     x: torch.Tensor,
     qdata: torch.Tensor,
     scale: torch.Tensor,
-    zero: torch.Tensor,
+    zero: torch.Tensor | None,
     bias: torch.Tensor | None,
     y: torch.Tensor,
     groups: int,
@@ -275,10 +275,13 @@ def _decode(
     """The decode kernel with a tile and split chosen from the shape (configs.decode_tile,
     splitk.split_k): no timing autotune, so every process computes the same bits. Integer
     codes go to the matrix-unit decode (decode_mma.py) where it serves, then at M == 1 to
-    the word GEMV (gemv.py)."""
-    if decode_mma.serves(x, qdata, groups, wfmt):
+    the word GEMV (gemv.py). Only decode_mma reads group-major int4 scales and zero points
+    (strides (1, N), aoq.tensors.int4's CUDA layout): the others get them row-major."""
+    if decode_mma.serves(x, qdata, groups, wfmt, scale, zero):
         decode_mma.decode_mma(x, qdata, scale, zero, bias, y, groups, wfmt, split)
         return
+    scale = scale.contiguous()
+    zero = zero.contiguous() if zero is not None else scale
     if gemv.gemv_words(x, qdata, scale, zero, bias, y, groups, wfmt, per_channel, split):
         return
     m, k = x.shape

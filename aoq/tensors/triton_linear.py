@@ -130,10 +130,19 @@ def _wo_check(x: torch.Tensor, w: Any, bias: Any) -> str | None:
     return why
 
 
+def _decode_parts(w: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """_wo_parts, with int4's group-major scales and zero points where built (CUDA): views
+    of logical shape [N, G], strides (1, N)."""
+    d = w.derived() if isinstance(w, Int4Tensor) else {}
+    if "scale_gm" in d:
+        return w.qdata, d["scale_gm"].t(), d["zero_gm"].t()
+    return _wo_parts(w)
+
+
 def _weight_only(strategy: int) -> Callable[..., torch.Tensor]:
     def fn(x: torch.Tensor, w: Any, bias: Any) -> torch.Tensor:
         fb, _ = split_bias(bias, static=False)
-        q, s, z = _wo_parts(w)
+        q, s, z = _decode_parts(w) if strategy == 0 else _wo_parts(w)
         return _call(
             "weight_only_mm", _k.weight_only.weight_only_mm_triton, x, q, s, z, fb, strategy
         )

@@ -131,6 +131,44 @@ def test_w4a8_group_sums_are_exact(m, static, split):
     assert max_rel_error(want, y.cpu()) < 1e-6
 
 
+TILES = [None, {"WT": False, "PREF": False, "num_warps": 4}, {"WT": True, "PREF": False},
+         {"WT": False, "PREF": True, "num_warps": 4}]  # fmt: skip
+
+
+@pytest.mark.parametrize("gs", [32, 128])
+@pytest.mark.parametrize("tile", TILES)
+@pytest.mark.parametrize("split", [None, 3])
+def test_int4_layouts_and_orientations_agree(gs, tile, split):
+    """Group-major scales and zero points (strides (1, N), the CUDA layout of
+    aoq.tensors.int4) give the row-major result bit for bit, in either MMA orientation (WT:
+    the weights as operand A), with the step's parameters loaded ahead (PREF) or not, and a
+    K range that ends mid-way through a step's prefetch (split 3). The orientations agree
+    with each other up to float32 summation order."""
+    n, k, m = 72, 768, 3
+    q, s, z = _int4(n, k, gs)
+    x = torch.randn(m, k, device=DEV).to(torch.bfloat16)
+    sg, zg = s.t().contiguous().t(), z.t().contiguous().t()
+    assert sg.stride() == (1, n) and dm.serves(x, q, k // gs, WeightFormat.UINT4, sg, zg)
+    assert not dm.serves(x, q, k // gs, WeightFormat.UINT4, sg, z)  # strides must agree
+    ys = []
+    for sc, zc in ((s, z), (sg, zg)):
+        ys.append(torch.empty(m, n, dtype=OUT, device=DEV))
+        dm.decode_mma(x, q, sc, zc, None, ys[-1], k // gs, WeightFormat.UINT4, split, tile=tile)
+    assert torch.equal(ys[0], ys[1])
+    rule = _run(x, q, s, z, None, k // gs, WeightFormat.UINT4, split)
+    assert max_rel_error(rule.float(), ys[1].float()) < 4e-3
+
+
+def test_wgmma_orientation_is_refused():
+    """WT with 4 warps (Triton's wgmma path) summed wrong on an H200: the launcher refuses."""
+    q, s, z = _int4(64, 256, 128)
+    x = torch.randn(1, 256, device=DEV).to(torch.bfloat16)
+    y = torch.empty(1, 64, dtype=OUT, device=DEV)
+    with pytest.raises(ValueError, match="fewer than 4 warps"):
+        dm.decode_mma(x, q, s, z, None, y, 2, WeightFormat.UINT4, None,
+                      tile={"WT": True, "num_warps": 4})  # fmt: skip
+
+
 def test_serves_only_what_it_computes():
     x = torch.zeros(1, 256, dtype=torch.bfloat16, device=DEV)
     q, _, _ = _int4(8, 256, 128)
