@@ -295,9 +295,10 @@ def serves(
     zero: torch.Tensor | None = None,
 ) -> bool:
     """M <= 16 rows of bf16 activations (int8 codes for W4A8's symmetric int4), contiguous;
-    int4 groups of 32..256 (powers of two); per-channel int8 or float8 e4m3fn with K a
-    multiple of 16 (fp8 on CUDA, where its conversion is assembly, and the interpreter).
-    int4 scales [N, G] (and zero points, with the same strides) row-major or group-major."""
+    int4 groups of 32..256 (powers of two; aoq.tensors.int4.DECODE_MMA_GROUPS mirrors them);
+    per-channel int8 or float8 e4m3fn with K a multiple of 16 (fp8 on CUDA, where its
+    conversion is assembly, and the interpreter). int4 scales [N, G] (and zero points, with
+    the same strides) row-major or group-major."""
     if scale is not None and scale.dim() == 2 and scale.shape[1] > 1:
         if scale.stride() not in ((scale.shape[1], 1), (1, scale.shape[0])):
             return False

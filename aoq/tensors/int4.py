@@ -27,6 +27,9 @@ from aoq.tensors.base import ActQuant, QuantizedWeight, check_act
 
 CPU_FLOAT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 SYM_OFFSET = 8
+DECODE_MMA_GROUPS = (32, 64, 128, 256)
+"""The group sizes kernels/decode_mma.py serves (its ``serves``): only those weights get the
+group-major copies, whose memory would buy nothing for the others."""
 
 
 class Int4Tensor(QuantizedWeight):
@@ -96,7 +99,8 @@ class Int4Tensor(QuantizedWeight):
         CPU tinygemm layout (asymmetric weight-only, N % 16 == 0): the packed weight and
         scales_and_zeros [G, N, 2] in the model dtype. tinygemm computes (q - 8) * s + zero,
         so zero = (8 - z) * s."""
-        if self.qdata.device.type == "cuda" and self.zero_point is not None:
+        gm = self.group_size in DECODE_MMA_GROUPS
+        if self.qdata.device.type == "cuda" and self.zero_point is not None and gm:
             return {
                 "scale_gm": self.scale.t().contiguous(),
                 "zero_gm": self.zero_point.t().contiguous(),
