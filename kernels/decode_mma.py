@@ -39,12 +39,17 @@ int4's tile (run of 2026-11-22, H200, M = 1 and 16, K x N 8192 x 8192 and 4096 x
   A fragments take the assembly's output registers as they are, where x's fragments as
   operand A were copied into register quads before every MMA: 3.1 instructions a code
   against 4.2 in the main loop.
-- ``PREF``: a step's scales and zero points are loaded one step ahead. Loaded and used in
-  the same step they stalled every step on DRAM latency (with none loaded at all, the
-  kernel took 17.5 us).
+- ``PREF``: a step's scales and zero points (one, two or four groups' worth) are loaded one
+  step ahead. Loaded and used in the same step they stalled every step on DRAM latency
+  (with none loaded at all, the kernel took 17.5 us). The codes and x loaded one step ahead
+  by hand the same way (the pipeliner off or on) took 27-34 us: not done.
 - Group-major scales and zero points ([G, N] storage, strides (1, N): aoq.tensors.int4
   builds them on CUDA), so those loads are coalesced. Row-major still works (the strides
   are arguments).
+
+W4A8 (``WFMT`` 3, symmetric int4 in groups of 32, int8 activations) takes the same tile
+and orientation at two groups a step (TILE): x's codes, less the row's zero point for
+asymmetric activations (at most 255 in magnitude), are exact in bf16.
 
 Under the interpreter (no inline assembly) the same values come from plain integer and
 float32 arithmetic, and the dot upcasts to float32 (the interpreter's bf16 dot is wrong).
@@ -162,21 +167,40 @@ def _group_params(s_ptr, z_ptr, srow, nmask, k0, k_hi, stride_sg, WFMT: tl.const
 
 
 @triton.jit
+def _step_params(s_ptr, z_ptr, srow, nmask, k0, k_hi, stride_sg, WFMT: tl.constexpr,
+                 GROUP_SIZE: tl.constexpr, GROUPS: tl.constexpr):  # fmt: skip
+    """The scales and zero points of the step at k0, for PREF: GROUPS (1, 2 or 4) pairs,
+    returned as four (a step of fewer groups repeats its first; nothing reads the copies)."""
+    s0, z0 = _group_params(s_ptr, z_ptr, srow, nmask, k0, k_hi, stride_sg, WFMT, GROUP_SIZE)
+    s1, z1, s2, z2, s3, z3 = s0, z0, s0, z0, s0, z0
+    if GROUPS > 1:
+        s1, z1 = _group_params(s_ptr, z_ptr, srow, nmask, k0 + GROUP_SIZE, k_hi, stride_sg,
+                               WFMT, GROUP_SIZE)  # fmt: skip
+    if GROUPS > 2:
+        s2, z2 = _group_params(s_ptr, z_ptr, srow, nmask, k0 + 2 * GROUP_SIZE, k_hi,
+                               stride_sg, WFMT, GROUP_SIZE)  # fmt: skip
+        s3, z3 = _group_params(s_ptr, z_ptr, srow, nmask, k0 + 3 * GROUP_SIZE, k_hi,
+                               stride_sg, WFMT, GROUP_SIZE)  # fmt: skip
+    return s0, z0, s1, z1, s2, z2, s3, z3
+
+
+@triton.jit
 def _decode_mma_kernel(
-    x_ptr, w_ptr, s_ptr, z_ptr, xs_ptr, b_ptr, y_ptr, p_ptr, c_ptr,
+    x_ptr, w_ptr, s_ptr, z_ptr, xs_ptr, xz_ptr, b_ptr, y_ptr, p_ptr, c_ptr,
     M, N, K, stride_sn, stride_sg, K_SPLIT, stride_xm, stride_wn, stride_ym,
     WFMT: tl.constexpr, GROUP_SIZE: tl.constexpr, GROUPS: tl.constexpr, XQ: tl.constexpr,
-    STATIC: tl.constexpr, HAS_BIAS: tl.constexpr, SPLIT_K: tl.constexpr, TAIL: tl.constexpr,
-    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, ASM: tl.constexpr, UPCAST: tl.constexpr,
-    WT: tl.constexpr = False, PREF: tl.constexpr = False,
+    XZ: tl.constexpr, STATIC: tl.constexpr, HAS_BIAS: tl.constexpr, SPLIT_K: tl.constexpr,
+    TAIL: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, ASM: tl.constexpr,
+    UPCAST: tl.constexpr, WT: tl.constexpr = False, PREF: tl.constexpr = False,
 ):  # fmt: skip
     """Program (n, s): outputs [16, BLOCK_N] over K range s. int4 (WFMT 1: zero points from
     z_ptr; 3: symmetric, q + 8 stored): GROUPS quantization groups a step; int8 (WFMT 0) and
-    fp8 (2): per-channel scales. XQ: x holds int8
-    codes (W4A8: exact in bf16, and a group's products sum exactly in float32), scaled by
-    xs per row (STATIC: one scalar) at the end. SPLIT_K > 1 stores float32 partials, which
-    the last program of the column tile (TAIL, splitk.finish) or splitk.reduce_partials
-    sums, then applies int8's channel scale, xs and the bias."""
+    fp8 (2): per-channel scales. XQ: x holds int8 codes (W4A8), less the row's zero point
+    xz (XZ: asymmetric activations; -255..255), exact in bf16, so a group's products sum
+    exactly in float32; scaled by xs per row (STATIC: one scalar) at the end. SPLIT_K > 1
+    stores float32 partials, which the last program of the column tile (TAIL,
+    splitk.finish) or splitk.reduce_partials sums, then applies int8's channel scale, xs
+    and the bias."""
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -196,21 +220,36 @@ def _decode_mma_kernel(
             + tl.arange(0, GROUP_SIZE // 2)[None, :]
         )
         srow = offs_n.to(tl.int64) * stride_sn
-        if PREF:  # this step's scales and zero points were loaded one step ahead (GROUPS 1)
-            s_nxt, z_nxt = _group_params(s_ptr, z_ptr, srow, nmask, k_lo, k_hi, stride_sg, WFMT,
-                                         GROUP_SIZE)  # fmt: skip
+        if XZ:
+            xz = tl.load(xz_ptr + offs_m, mask=mmask, other=0)[:, None]
+        if PREF:  # a step's scales and zero points are loaded one step ahead
+            tl.static_assert(GROUPS == 1 or GROUPS == 2 or GROUPS == 4, "PREF: 1, 2, 4 groups")
+            s0n, z0n, s1n, z1n, s2n, z2n, s3n, z3n = _step_params(
+                s_ptr, z_ptr, srow, nmask, k_lo, k_hi, stride_sg, WFMT, GROUP_SIZE, GROUPS
+            )
         for k0 in range(k_lo, k_hi, BLOCK_K):
             if PREF:
-                tl.static_assert(GROUPS == 1, "PREF loads one group a step")
-                s_cur, z_cur = s_nxt, z_nxt
-                s_nxt, z_nxt = _group_params(s_ptr, z_ptr, srow, nmask, k0 + BLOCK_K, k_hi,
-                                             stride_sg, WFMT, GROUP_SIZE)  # fmt: skip
+                s0, z0, s1, z1, s2, z2, s3, z3 = s0n, z0n, s1n, z1n, s2n, z2n, s3n, z3n
+                s0n, z0n, s1n, z1n, s2n, z2n, s3n, z3n = _step_params(
+                    s_ptr, z_ptr, srow, nmask, k0 + BLOCK_K, k_hi, stride_sg, WFMT, GROUP_SIZE,
+                    GROUPS,
+                )  # fmt: skip
             for j in tl.static_range(GROUPS):
                 kg = k0 + j * GROUP_SIZE
                 if not PREF:
                     s_cur, z_cur = _group_params(s_ptr, z_ptr, srow, nmask, kg, k_hi, stride_sg,
                                                  WFMT, GROUP_SIZE)  # fmt: skip
+                elif j == 0:
+                    s_cur, z_cur = s0, z0
+                elif j == 1:
+                    s_cur, z_cur = s1, z1
+                elif j == 2:
+                    s_cur, z_cur = s2, z2
+                else:
+                    s_cur, z_cur = s3, z3
                 xt = tl.load(xrows + (kg + offs_g)[None, :], mask=mmask[:, None], other=0)
+                if XZ:
+                    xt = xt.to(tl.int32) - xz
                 if XQ:  # (the interpreter's int8 -> bf16 conversion is not exact)
                     xt = xt.to(tl.float32 if UPCAST else tl.bfloat16)
                 xe, xo = tl.split(tl.reshape(xt, (16, GROUP_SIZE // 2, 2)))
@@ -259,31 +298,31 @@ def _decode_mma_kernel(
 TILE = {
     WeightFormat.UINT4: {"BLOCK_N": 64, "STEP_K": 128, "num_warps": 2, "num_stages": 3,
                          "per_sm": 7, "WT": True, "PREF": True},
-    WeightFormat.INT4_SYM: {"BLOCK_N": 128, "STEP_K": 128, "num_warps": 4, "num_stages": 3,
-                            "per_sm": 4},
-    WeightFormat.INT8: {
-        "BLOCK_N": 64,
-        "STEP_K": 128,
-        "num_warps": 4,
-        "num_stages": 4,
-        "per_sm": 4,
-    },
+    WeightFormat.INT4_SYM: {"BLOCK_N": 64, "STEP_K": 64, "num_warps": 2, "num_stages": 3,
+                            "per_sm": 10, "WT": True, "PREF": True},
+    WeightFormat.INT8: {"BLOCK_N": 32, "STEP_K": 256, "num_warps": 2, "num_stages": 4,
+                        "per_sm": 4, "WT": True},
+    WeightFormat.FP8: {"BLOCK_N": 64, "STEP_K": 128, "num_warps": 2, "num_stages": 4,
+                       "per_sm": 4, "WT": True},
 }  # fmt: skip
 """Per weight format: outputs per program (BLOCK_N), K per loop step (int4: whole groups, at
-least one), warps, software-pipeline depth, and the split-K target of programs per SM
-(splitk.split_k). From bench/decode_sweep.py --mma on an H200 (M 1 and 16, K x N 8192 x 8192
-and 4096 x 14336): int4 best at 64 x 128 with 4-way split on both shapes (per_sm 7 gives
-4 at N 8192 and 14336), int8 at 64 x 128 with 4 stages (22.0 us at N 8192, split 4). fp8
-shares int8's tile: a 36-variant grid (BLOCK_N 32/64, STEP_K 128/256, 4 or 8 warps, 3-5
-stages, split 2/4/8) found nothing more than 0.5 us faster at any shape. INT4_SYM (W4A8 at
-2 <= M <= 16, routed here by int_act_mm): 128 x 128 was the best of six tiles at M = 16
-(session 9, act quant included: 39.1, 38.5 and 40.8 us at 8192^2, 4096 x 14336 and
-14336 x 4096, against 46.0, 41.1 and 45.6 for the int8-MMA kernel it replaced). Steps of
-part of a group (int4 g128 at STEP_K 32 or 64, 15 tiles) were 10-90 % slower."""
-TILE[WeightFormat.FP8] = TILE[WeightFormat.INT8]
-# UINT4 since 2026-11-22: 64 x 128 on two warps with WT and PREF (module docstring); split
-# per_sm 7 and 4 within 0.6 us. int8 / fp8 with WT gained 0-5 % (19.3 against 20.3 us at
-# 4096 x 14336 for int8, BLOCK_N 32, STEP_K 256): not taken without a wider sweep.
+least one), warps, software-pipeline depth, the split-K target of programs per SM
+(splitk.split_k), the orientation (WT) and the scale prefetch (PREF). H200, graph replays,
+M 1 and 16, K x N 8192 x 8192, 4096 x 14336 and 14336 x 4096 (bench/NOTES.md, sessions 14
+and 15):
+
+- UINT4: 64 x 128 on two warps with WT and PREF (the module docstring): 20.2-20.9 us
+  against 24.2-25.0; per_sm 7 and 4 within 0.6 us. Steps of part of a group (g128 at
+  STEP_K 32 or 64, 15 tiles) were 10-90 % slower.
+- INT4_SYM (W4A8 at 2 <= M <= 16, routed here by int_act_mm; groups of 32): two groups a
+  step, their four scales loaded a step ahead from group-major storage, per_sm 10: 23.3-25.2
+  us at M 16 against 35.3-38.2 for session 9's 128 x 128 on four warps. Row-major scales
+  cost 25-45 % (34.1-36.7 us), read as one vector a row 30-45 % (the split back into groups
+  converts layouts); 128 or 32 outputs a program, or 32, 128 or 256 K a step, were slower.
+- INT8: 32 x 256 on two warps with WT, 4 stages: 19.3-21.2 us at M 1 against 19.5-21.3
+  for 64 x 128 on four warps; at M 16 19.4-22.7 against 20.9-23.2.
+- FP8: 64 x 128 on two warps with WT, 4 stages: 19.4-21.0 us at M 1 against 19.4-21.2; at
+  M 16 20.4-22.6 against 21.2-22.8."""
 
 
 def serves(
@@ -332,10 +371,12 @@ def decode_mma(
     split: int | None,
     x_scale: torch.Tensor | None = None,
     tile: dict | None = None,
+    x_zero: torch.Tensor | None = None,
 ) -> None:
     """Launch the kernel (the caller checked :func:`serves`): y = x W^T (+ bias), W from
     ``qdata`` (uint8 int4 pairs, int8 or float8 e4m3fn) with ``scale`` [N, groups] (and ``zero`` for
-    UINT4); INT4_SYM takes int8 ``x`` and its ``x_scale`` ([M] or [] static). ``split``
+    UINT4); INT4_SYM takes int8 ``x``, its ``x_scale`` ([M] or [] static) and, for asymmetric
+    activations, ``x_zero`` (int32 [M]). ``split``
     forces split-K; ``tile`` overrides TILE (benchmarks)."""
     m, k = x.shape
     n = qdata.shape[0]
@@ -351,7 +392,7 @@ def decode_mma(
     per_channel = wfmt in (WeightFormat.INT8, WeightFormat.FP8)
     gs = 16 if per_channel else k // groups
     bk = splitk.k_step(k, gs, want)
-    cfg["PREF"] = cfg.get("PREF", False) and bk == gs  # one group a step
+    cfg["PREF"] = cfg.get("PREF", False) and bk // gs in (1, 2, 4)
     backend = backend_of(x.device)
     n_prog = triton.cdiv(n, bn)
     p = splitk.plan(y, backend, n_prog, k, bk, split, per_sm=per_sm)
@@ -359,12 +400,13 @@ def decode_mma(
     epi = dict(col_scale=scale if per_channel else None, row_scale=x_scale, bias=bias)
     launch(_decode_mma_kernel, (n_prog, p.split),
         x, qdata, scale, zero if zero is not None else scale,
-        x_scale if xq else scale, bias if bias is not None else scale, y, p.partials,
+        x_scale if xq else scale, x_zero if x_zero is not None else scale,
+        bias if bias is not None else scale, y, p.partials,
         p.counter_arg(),
         m, n, k, scale.stride(0) if scale.dim() == 2 else 1,
         scale.stride(1) if scale.dim() == 2 else 1, p.k_split, x.stride(0), qdata.stride(0),
         y.stride(0),
-        WFMT=int(wfmt), GROUP_SIZE=gs, GROUPS=bk // gs, XQ=xq,
+        WFMT=int(wfmt), GROUP_SIZE=gs, GROUPS=bk // gs, XQ=xq, XZ=x_zero is not None,
         STATIC=x_scale is not None and x_scale.dim() == 0, HAS_BIAS=bias is not None,
         SPLIT_K=p.split, TAIL=p.tail(splitk.epilogue_bits(**epi)), BLOCK_N=bn, BLOCK_K=bk,
         ASM=backend is Backend.CUDA, UPCAST=INTERPRET, **cfg,

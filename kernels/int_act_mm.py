@@ -168,8 +168,9 @@ def int_act_mm_triton(
 ) -> torch.Tensor:
     """Triton launcher of ``aoq::int_act_mm``. xq int8 [M, K]; x_scale float32 [M] or [];
     x_zero int32 [M] or None; wq int8 [N, K] or packed int4 uint8 [N, K // 2]; w_scale
-    float32 [N, G]; bias float [N]; bias_int int32 [N] (static only). ``split``: force the
-    decode split-K (tests)."""
+    float32 [N, G] (row-major; or group-major, strides (1, N), which decode_mma reads as
+    it is at 2 <= M <= 16 and the other kernels copy); bias float [N]; bias_int int32 [N]
+    (static only). ``split``: force the decode split-K (tests)."""
     check_2d("xq", xq, (torch.int8,))
     return _int_act(xq, x_scale, x_zero, wq, w_scale, bias, bias_int, out_dtype, strategy, split,
                     x_zero is not None, False)  # fmt: skip
@@ -249,6 +250,14 @@ def _int_act(
     if m == 0:
         return y.to(out_dtype)
     static = x_scale.dim() == 0
+    decode = Strategy(strategy) is Strategy.DECODE
+    if decode and int4 and m > 1 and bias_int is None and dm.serves(xq, wq, groups, W4, w_scale):
+        # 2 <= M <= 16 on the bf16 matrix-unit decode (exact codes, x - x_zero and group
+        # sums; scales row-major or group-major): 24-25 us against this module's kernel's
+        # 46 at K = N = 8192, M = 16 (H200, sessions 9 and 15)
+        dm.decode_mma(xq, wq, w_scale, None, bias, y, groups, W4, split, x_scale=x_scale,
+                      x_zero=x_zero if asym else None)  # fmt: skip
+        return y.to(out_dtype)
     ws = w_scale.contiguous()
     gstar = ref.bias_group(ws).to(torch.int32) if bias_int is not None and not per_channel else ws
     args = (
@@ -265,14 +274,8 @@ def _int_act(
     if Strategy(strategy) is Strategy.DECODE and m == 1 and int4 and gs <= 1 << 14:
         w4a8_gemv(args, y, k, groups, gs, flags, split, xq_in_kernel)
         return y.to(out_dtype)
-    sym = not asym and bias_int is None
     if xq_in_kernel and (int4 or m != 1 or Strategy(strategy) is not Strategy.DECODE):
         raise ValueError("the activation is quantized in the kernel at M = 1 decode only")
-    if Strategy(strategy) is Strategy.DECODE and int4 and sym and dm.serves(xq, wq, groups, W4):
-        # 2 <= M <= 16 on the bf16 matrix-unit decode (exact codes and group sums): 39 us
-        # against this kernel's 46 at K = N = 8192, M = 16 (H200, session 9)
-        dm.decode_mma(xq, wq, ws, None, bias, y, groups, W4, split, x_scale=x_scale)
-        return y.to(out_dtype)
     if Strategy(strategy) is Strategy.DECODE and m <= 16:
         # tile and split by rule (configs.decode_tile, splitk.split_k): no timing autotune
         cfg = decode_tile(backend, 16, int4=int4, group_size=0 if per_channel else gs)

@@ -92,19 +92,20 @@ class Int4Tensor(QuantizedWeight):
             raise ValueError("Int4Tensor: W4A8 weights are symmetric and take no zero_point")
 
     def build_derived(self) -> dict[str, torch.Tensor]:
-        """CUDA (asymmetric weight-only): the scales and zero points group-major, [G, N]
+        """CUDA: the scales (and the asymmetric weight-only zero points) group-major, [G, N]
         (``scale_gm``, ``zero_gm``), so the decode kernel reads a group's values for a block of
         rows in one coalesced load (kernels/decode_mma.py; about 15 % off its time at M <= 16,
-        run of 2026-11-22). They cost 5 bytes a group beside the 64 of a 128-group's codes.
+        run of 2026-11-22; 25-45 % for W4A8's groups of 32, session 15). They cost 5 bytes
+        a group beside the 64 of a 128-group's codes (weight-only), 4 beside the 16 of a
+        32-group's (W4A8: its float32 scales, +20 % of the weight's memory).
         CPU tinygemm layout (asymmetric weight-only, N % 16 == 0): the packed weight and
         scales_and_zeros [G, N, 2] in the model dtype. tinygemm computes (q - 8) * s + zero,
         so zero = (8 - z) * s."""
-        gm = self.group_size in DECODE_MMA_GROUPS
-        if self.qdata.device.type == "cuda" and self.zero_point is not None and gm:
-            return {
-                "scale_gm": self.scale.t().contiguous(),
-                "zero_gm": self.zero_point.t().contiguous(),
-            }
+        if self.qdata.device.type == "cuda" and self.group_size in DECODE_MMA_GROUPS:
+            gm = {"scale_gm": self.scale.t().contiguous()}
+            if self.zero_point is not None:
+                gm["zero_gm"] = self.zero_point.t().contiguous()
+            return gm
         if self.qdata.device.type != "cpu" or _tinygemm_unsupported(self) is not None:
             return {}
         assert self.zero_point is not None

@@ -139,7 +139,7 @@ def _decode_parts(
     them row-major, and a group-major view would be copied on every call (run 54c02e: fp16
     x at 4096^2, 12.2 -> 17.0 us)."""
     d = w.derived() if isinstance(w, Int4Tensor) else {}
-    if "scale_gm" in d:
+    if "zero_gm" in d:
         s, z = d["scale_gm"].t(), d["zero_gm"].t()
         if x.dim() == 2 and _k.decode_mma.serves(
             x, w.qdata, s.shape[1], _k._common.WeightFormat.UINT4, s, z
@@ -216,10 +216,23 @@ def _int_act(strategy: int) -> Callable[..., torch.Tensor]:
         )
         fb, ib = split_bias(bias, static)
         zero = xz if w.act is ActQuant.INT8_DYNAMIC_ASYM else None
+        ws = _w4a8_decode_scale(xq, w, ib) if strategy == 0 else w.scale
         return _call("int_act_mm", _k.int_act_mm.int_act_mm_triton,
-                     xq, xs, zero, w.qdata, w.scale, fb, ib, x.dtype, strategy)  # fmt: skip
+                     xq, xs, zero, w.qdata, ws, fb, ib, x.dtype, strategy)  # fmt: skip
 
     return fn
+
+
+def _w4a8_decode_scale(xq: torch.Tensor, w: Any, bias_int: Any) -> torch.Tensor:
+    """W4A8's group-major scales (CUDA; a view of logical shape [N, G], strides (1, N))
+    where int_act_mm hands the call to decode_mma (2 <= M <= 16, no int32 bias): its other
+    kernels read them row-major (the M = 1 GEMV included) and would copy a view back."""
+    d = w.derived() if isinstance(w, Int4Tensor) else {}
+    if "scale_gm" in d and "zero_gm" not in d and bias_int is None and xq.shape[0] > 1:
+        s = d["scale_gm"].t()
+        if _k.decode_mma.serves(xq, w.qdata, s.shape[1], _k._common.WeightFormat.INT4_SYM, s):
+            return s
+    return w.scale
 
 
 for _fam in ("w8a8", "w4a8"):

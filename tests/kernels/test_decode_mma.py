@@ -107,27 +107,42 @@ def test_matches_reference(m, split, fmt):
     assert max_rel_error(want, got) < 4e-3  # the reference rounds to bf16 (2^-9 relative)
 
 
+W4A8_TILES = [None, {"WT": True, "PREF": True, "num_warps": 2, "BLOCK_N": 64},
+              {"WT": False, "PREF": True, "STEP_K": 64}]  # fmt: skip
+
+
 @pytest.mark.parametrize("m", [1, 5])
-@pytest.mark.parametrize("static", [False, True])
+@pytest.mark.parametrize("mode", ["dynamic", "static", "asym"])
 @pytest.mark.parametrize("split", [1, 2])
-def test_w4a8_group_sums_are_exact(m, static, split):
+@pytest.mark.parametrize("tile", W4A8_TILES)
+def test_w4a8_group_sums_are_exact(m, mode, split, tile):
     """W4A8 (int8 activations, symmetric int4 weights in groups of 32): each group's float32
-    sum is the exact integer of the reference's int32 accumulator, so the result is the
-    reference's up to the order of the float epilogue."""
+    sum is the exact integer of the reference's int32 accumulator (asymmetric activations:
+    x - x_zero, up to 255 in magnitude, still exact in bf16), so the result is the
+    reference's up to the order of the float epilogue, in either orientation, with the
+    step's scales loaded ahead (4 or 2 groups a step) or not."""
     from aoq.kernels import act_quant as aq
     from aoq.kernels import int_act_mm as ia
 
     n, k = 72, 512
     q4, s4 = affine.quantize_int4_symmetric(torch.randn(n, k, device=DEV), 32)
     wq = pack_uint4(q4 + 8)
-    xq, xs, _ = aq.quantize_int8_act(torch.randn(m, k), 2 if static else 0, torch.tensor(0.03))
+    x = torch.randn(m, k) + (2.0 if mode == "asym" else 0.0)
+    xq, xs, xz = aq.quantize_int8_act(x, {"dynamic": 0, "asym": 1, "static": 2}[mode],
+                                      torch.tensor(0.03))  # fmt: skip
+    if mode == "asym":
+        assert (xq.int() - xz[:, None]).abs().max() > 128  # beyond int8: the point of the test
+        xz = xz.to(DEV)
+    else:
+        xz = None
     xq, xs = xq.to(DEV), xs.to(DEV)
     bias = torch.randn(n, device=DEV)
-    want = ia.int_act_mm(xq.cpu(), xs.cpu(), None, wq.cpu(), s4.cpu(), bias.cpu(), None,
-                         torch.float32, 0)  # fmt: skip
+    want = ia.int_act_mm(xq.cpu(), xs.cpu(), None if xz is None else xz.cpu(), wq.cpu(),
+                         s4.cpu(), bias.cpu(), None, torch.float32, 0)  # fmt: skip
     y = torch.empty(m, n, device=DEV)
     assert dm.serves(xq, wq, k // 32, WeightFormat.INT4_SYM)
-    dm.decode_mma(xq, wq, s4, None, bias, y, k // 32, WeightFormat.INT4_SYM, split, x_scale=xs)
+    dm.decode_mma(xq, wq, s4, None, bias, y, k // 32, WeightFormat.INT4_SYM, split,
+                  x_scale=xs, tile=tile, x_zero=xz)  # fmt: skip
     assert max_rel_error(want, y.cpu()) < 1e-6
 
 
@@ -135,13 +150,14 @@ TILES = [None, {"WT": False, "PREF": False, "num_warps": 4}, {"WT": True, "PREF"
          {"WT": False, "PREF": True, "num_warps": 4}]  # fmt: skip
 
 
-@pytest.mark.parametrize("gs", [32, 128])
+@pytest.mark.parametrize("gs", [32, 64, 128])
 @pytest.mark.parametrize("tile", TILES)
 @pytest.mark.parametrize("split", [None, 3])
 def test_int4_layouts_and_orientations_agree(gs, tile, split):
     """Group-major scales and zero points (strides (1, N), the CUDA layout of
     aoq.tensors.int4) give the row-major result bit for bit, in either MMA orientation (WT:
-    the weights as operand A), with the step's parameters loaded ahead (PREF) or not, and a
+    the weights as operand A), with the step's parameters loaded ahead (PREF: 4, 2 and 1
+    groups a step of 128) or not, and a
     K range that ends mid-way through a step's prefetch (split 3). The orientations agree
     with each other up to float32 summation order."""
     n, k, m = 72, 768, 3

@@ -196,10 +196,11 @@ def test_act_quant_tiles():
 
 
 @pytest.mark.parametrize("mode", [0, 1, 2], ids=["sym", "asym", "static"])
-def test_w4a8_small_m_routes_symmetric_codes_to_decode_mma(monkeypatch, mode):
-    """2 <= M <= 16: symmetric activations without an int32 bias go to the bf16 matrix-unit
-    decode (kernels/decode_mma.py, exact group sums); the zero-point and static-bias forms
-    stay on the int8 MMA kernel. Both match the reference."""
+def test_w4a8_small_m_routes_to_decode_mma(monkeypatch, mode):
+    """2 <= M <= 16: activations without an int32 bias, symmetric or with zero points, go to
+    the bf16 matrix-unit decode (kernels/decode_mma.py, exact group sums), with row-major or
+    group-major scales; the static-bias form stays on the int8 MMA kernel. All match the
+    reference."""
     from aoq.kernels import decode_mma as dm
 
     calls = []
@@ -214,7 +215,10 @@ def test_w4a8_small_m_routes_symmetric_codes_to_decode_mma(monkeypatch, mode):
     bias = None if mode == 2 else torch.randn(80)
     want = ia.int_act_mm(xq, xs, zero, wq, s4, bias, bias_int, torch.float32, 0)
     got = ia.int_act_mm_triton(xq, xs, zero, wq, s4, bias, bias_int, torch.float32, 0)
-    assert len(calls) == (1 if mode == 0 else 0)
+    assert len(calls) == (0 if mode == 2 else 1)
+    assert max_rel_error(want, got) < 1e-6
+    s_gm = s4.t().contiguous().t()  # aoq.tensors.int4's CUDA layout
+    got = ia.int_act_mm_triton(xq, xs, zero, wq, s_gm, bias, bias_int, torch.float32, 0)
     assert max_rel_error(want, got) < 1e-6
 
 

@@ -37,3 +37,25 @@ def test_group_major_int4_parameters_only_where_decode_mma_reads_them():
     for x in (torch.randn(1, 256).half(), torch.randn(17, 256).to(torch.bfloat16)):
         _, s, z = tlin._decode_parts(x, w)
         assert s is w.scale and z is w.zero_point
+
+
+def test_group_major_w4a8_scales_only_where_decode_mma_reads_them():
+    """W4A8 weights on CUDA carry group-major scales too; the decode path hands them to
+    int_act_mm only where it runs decode_mma (int8 codes, 2 <= M <= 16, no int32 bias): the
+    M = 1 GEMV and the M > 16 kernel read row-major and would copy a view back every call."""
+    from aoq.tensors.base import ActQuant
+    from aoq.tensors.int4 import Int4Tensor
+
+    w = Int4Tensor.from_float(torch.randn(64, 256), 32, ActQuant.INT8_DYNAMIC, "w4a8", "{}")
+    w._derived = {"scale_gm": w.scale.t().contiguous()}
+    xq = torch.randint(-127, 128, (16, 256), dtype=torch.int8)
+    s = tlin._w4a8_decode_scale(xq, w, None)
+    assert s.stride() == (1, 64) and torch.equal(s, w.scale)
+    assert tlin._w4a8_decode_scale(xq[:2], w, None).stride() == (1, 64)
+    for x, bias_int in ((xq[:1], None), (torch.zeros(17, 256, dtype=torch.int8), None),
+                        (xq, torch.zeros(64, dtype=torch.int32))):  # fmt: skip
+        assert tlin._w4a8_decode_scale(x, w, bias_int) is w.scale
+    # an asymmetric weight-only tensor's copies belong to _decode_parts
+    wo = Int4Tensor.from_float(torch.randn(64, 256), 32, ActQuant.NONE, "int4wo", "{}")
+    wo._derived = {"scale_gm": wo.scale.t().contiguous(), "zero_gm": wo.zero_point.t().contiguous()}
+    assert tlin._w4a8_decode_scale(xq, wo, None) is wo.scale
