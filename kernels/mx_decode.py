@@ -27,7 +27,7 @@ import triton.language as tl
 from aoq.kernels import mx_steps as st
 from aoq.kernels import nvfp4_act as na
 from aoq.kernels import splitk
-from aoq.kernels._common import INTERPRET, backend_of, mma, out_dtype_for
+from aoq.kernels._common import INTERPRET, backend_of, out_dtype_for
 from aoq.kernels._launch import launch
 from aoq.kernels.mx_cast import has_fp8_cvt
 from aoq.kernels.mx_dequant import dequant_tile, elem_params
@@ -66,7 +66,7 @@ def _mx_decode_kernel(
     A_HW_FP8: tl.constexpr = 0, A_FP8_TY: tl.constexpr = None, A_EMAX: tl.constexpr = 0,
     A_MAX_FRAC: tl.constexpr = 0, A_RCEIL: tl.constexpr = 0, E2M1: tl.constexpr = 0,
     E4M3: tl.constexpr = 0, FP4_SHIFT: tl.constexpr = 0, FP4_MIN_NORMAL: tl.constexpr = 0,
-    E4M3_SHIFT: tl.constexpr = 0, E4M3_MIN_NORMAL: tl.constexpr = 0, WT: tl.constexpr = False,
+    E4M3_SHIFT: tl.constexpr = 0, E4M3_MIN_NORMAL: tl.constexpr = 0,
 ):  # fmt: skip
     """Program (n, s): outputs [16, BLOCK_N] over K range s (K_SPLIT long, a multiple of
     BLOCK_K). SPLIT_K > 1 stores float32 partials for the column tile's last program (TAIL,
@@ -85,7 +85,6 @@ def _mx_decode_kernel(
     rows = q_ptr + offs_n.to(tl.int64)[:, None] * stride_qn
     s_rows = s_ptr + offs_n.to(tl.int64)[:, None] * stride_sn
     acc = tl.zeros((16, BLOCK_N), dtype=tl.float32)
-    acc_t = tl.zeros((BLOCK_N, 16), dtype=tl.float32)
     k_lo = pid_k * K_SPLIT
     if XQDQ == 2:
         x_ts = na.tensor_scale(na.amax_bits_of(x_ptr, 0, K, K, ROW_CHUNK), E2M1, E4M3)
@@ -111,15 +110,10 @@ def _mx_decode_kernel(
                          NVFP4, BS, BLOCK_N, BLOCK_K)  # fmt: skip
         if UPCAST:  # the interpreter: float32 operands (its low-precision dot is not exact)
             w = _in_x_dtype(w, x_ptr.dtype.element_ty, UPCAST)
-            xt = xt.to(tl.float32)
+            acc = tl.dot(xt.to(tl.float32), tl.trans(w), acc, input_precision="ieee")
         else:
             w = w.to(x_ptr.dtype.element_ty)  # the emulated path's weights
-        if WT:  # the weights as the MMA's A operand: y^T = W x^T (two warps: mma.sync)
-            acc_t = mma(w, tl.trans(xt), acc_t, UPCAST, "ieee")
-        else:
-            acc = mma(xt, tl.trans(w), acc, UPCAST, "ieee")
-    if WT:
-        acc = tl.trans(acc_t)
+            acc = tl.dot(xt, tl.trans(w), acc)
     omask = mmask[:, None] & (offs_n < N)[None, :]
     if SPLIT_K > 1:
         part = p_ptr + pid_k.to(tl.int64) * M * N + offs_m.to(tl.int64)[:, None] * N
@@ -173,7 +167,6 @@ def mx_decode_triton(
     bias: torch.Tensor | None,
     split: int | None = None,
     one_row: str | None = None,
-    tile: dict | None = None,
 ) -> torch.Tensor:
     """Triton launcher of ``aoq::mx_decode``: y = x · dequant(W)ᵀ (+ bias) in x's dtype (the
     caller checked :func:`serves`); ``elem`` an MXElem value. MX:
@@ -183,8 +176,7 @@ def mx_decode_triton(
     ``one_row`` (x one row): the kernel quantize-dequantizes x itself (XQDQ), in one launch,
     to the values of the activation kernel: MX weights name the activation's scale rounding
     (``mx_cast.mx_qdq_gpu(x, elem, block_size, 1, one_row)``), NVFP4 weights "nvfp4"
-    (``nvfp4_act.nvfp4_qdq_triton(x)``). The two launches' bits. ``tile`` overrides TILE
-    (benchmarks)."""
+    (``nvfp4_act.nvfp4_qdq_triton(x)``). The two launches' bits."""
     act: dict[str, object] = {}
     if one_row is not None:
         if x.shape[0] != 1:
@@ -208,7 +200,7 @@ def mx_decode_triton(
     bs = NVFP4_BLOCK if nvfp4 else block_size
     fmt = dict(BITS=elem.spec.bits, EBITS=ebits, MBITS=mbits, BIAS=bias_e, NAN=nan, NVFP4=nvfp4,
                BS=bs, HAS_BIAS=bias is not None)  # fmt: skip
-    cfg = {**TILE, **(tile or {})}
+    cfg = dict(TILE)
     bn = cfg.pop("BLOCK_N")
     bk = max(cfg.pop("BLOCK_K"), block_size)
     per_sm = cfg.pop("per_sm")
