@@ -32,15 +32,17 @@ refuses it, and that key keeps
 the normal path for good (``explain(weight)`` says why): another aten op (a fill, a copy, a
 BLAS matmul, a reference path), a launch Triton had to make itself (interpreter, launch
 hooks, hooked kernels), a launch argument that is neither the input, a fresh buffer nor one
-of the weight's or the bias's own tensors (or a view of one), a result that is not a fresh
+of the weight's or the bias's own tensors or the weight's derived layouts (or a view of one:
+int4's group-major scales go to decode_mma transposed), a result that is not a fresh
 buffer. So a plan
 replays exactly what the normal path would run, on the current stream, with its own fresh
 result every call.
 
 No plans when the selection is a fallback (strict mode must see it every call), when
 ``AOQ_TEST_SLOWDOWN`` is set, or with ``AOQ_PLANS=0`` (read at import). A weight's plans are
-dropped when one of its inner tensors or attrs is assigned (AoqTensor.__setattr__; ``copy_``
-keeps them: same buffers, new values), and unused once the kernel table gains a kernel.
+dropped when one of its inner tensors or attrs, or its derived layouts, is assigned
+(AoqTensor.__setattr__; ``copy_`` resets the derived layouts, so it drops them too), and
+unused once the kernel table gains a kernel.
 """
 
 from __future__ import annotations
@@ -209,7 +211,10 @@ class _Watch(TorchDispatchMode):
 
 
 def _own_tensors(weight: Any, bias: Any) -> set[int]:
+    """The weight's inner tensors and its derived layouts already built (setting
+    ``_derived`` drops the weight's plans: AoqTensor.__setattr__), the bias's."""
     own = {id(t) for t in weight.tensors().values()}
+    own.update(id(t) for t in (getattr(weight, "_derived", None) or {}).values())
     if isinstance(bias, torch.Tensor):
         own.add(id(bias))
         tensors = getattr(bias, "tensors", None)

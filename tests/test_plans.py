@@ -213,6 +213,28 @@ def test_a_launch_argument_from_elsewhere_is_refused(fake_driver):
     assert "launch argument 1" in reason
 
 
+def test_derived_layouts_and_their_views_are_the_weights(fake_driver):
+    """int4's group-major scales: a derived layout of the weight, passed transposed. A plan
+    takes it as the weight's own (its address kept and checked), where anything else from
+    elsewhere is refused (run 54c02e: int4 eager M = 1 went 24 -> 82 us, no plan)."""
+    x, w, gm = torch.randn(1, 8), torch.randn(1, 8), torch.randn(8, 1)
+    weight = types.SimpleNamespace(tensors=lambda: {"qdata": w}, _derived={"scale_gm": gm})
+
+    def body(launches):
+        y = torch.empty(1, 8)
+        launches.append((_Bound(), (1, 1, 1), (x, gm.t(), y, 8)))
+        return y
+
+    y, launches, watch = _record(x, weight, None, body)
+    plan = plans._build(x, weight, None, y, watch, launches, ("sel",), 3)
+    assert isinstance(plan, plans.Plan), plan
+    x2 = torch.randn(1, 8)
+    assert torch.equal(plan(x2), 2 * x2 + gm.t())
+    weight._derived = {}  # not built (or reset): from elsewhere
+    reason = plans._build(x, weight, None, y, watch, launches, ("sel",), 3)
+    assert "launch argument 1" in reason
+
+
 def test_replacing_an_inner_tensor_drops_the_plans():
     lin = aoq.quantize_(nn.Linear(64, 32), aoq.Int8WeightOnlyConfig())
     w = lin.weight
@@ -223,8 +245,11 @@ def test_replacing_an_inner_tensor_drops_the_plans():
     w.act = w.act  # an attr can choose another path
     assert plans.explain(w) == {}
     w.__dict__["_plans"] = {"key": "a recorded plan"}
-    w._derived = None  # (copy_ resets derived layouts in place: same buffers)
-    assert plans.explain(w) == {"key": "a recorded plan"}
+    w._derived = None  # copy_ resets the derived layouts: a plan may hold the old ones
+    assert plans.explain(w) == {}
+    w.__dict__["_plans"] = {"key": "a recorded plan"}
+    w.copy_(w.detach().clone())
+    assert plans.explain(w) == {}
 
 
 def test_cpu_calls_are_never_planned():

@@ -89,8 +89,10 @@ class AoqTensor(torch.Tensor):
         self._size = tuple(shape)  # self.shape goes through __torch_function__: ~1 µs a read
 
     def __setattr__(self, name: str, value: Any) -> None:
-        # a replaced inner tensor or attr invalidates what aoq/plans.py recorded with the old one
-        if name in self.tensor_fields or name in self.optional_fields or name in self.attr_fields:
+        # a replaced inner tensor, attr or derived layout invalidates what aoq/plans.py
+        # recorded with the old one
+        fields = (*self.tensor_fields, *self.optional_fields, *self.attr_fields, "_derived")
+        if name in fields:
             self.__dict__.pop("_plans", None)
         super().__setattr__(name, value)
 
