@@ -306,23 +306,15 @@ TILE = {
                        "per_sm": 4, "WT": True},
 }  # fmt: skip
 """Per weight format: outputs per program (BLOCK_N), K per loop step (int4: whole groups, at
-least one), warps, software-pipeline depth, the split-K target of programs per SM
-(splitk.split_k), the orientation (WT) and the scale prefetch (PREF). H200, graph replays,
-M 1 and 16, K x N 8192 x 8192, 4096 x 14336 and 14336 x 4096 (bench/NOTES.md, sessions 14
-and 15):
-
-- UINT4: 64 x 128 on two warps with WT and PREF (the module docstring): 20.2-20.9 us
-  against 24.2-25.0; per_sm 7 and 4 within 0.6 us. Steps of part of a group (g128 at
-  STEP_K 32 or 64, 15 tiles) were 10-90 % slower.
-- INT4_SYM (W4A8 at 2 <= M <= 16, routed here by int_act_mm; groups of 32): two groups a
-  step, their four scales loaded a step ahead from group-major storage, per_sm 10: 23.3-25.2
-  us at M 16 against 35.3-38.2 for session 9's 128 x 128 on four warps. Row-major scales
-  cost 25-45 % (34.1-36.7 us), read as one vector a row 30-45 % (the split back into groups
-  converts layouts); 128 or 32 outputs a program, or 32, 128 or 256 K a step, were slower.
-- INT8: 32 x 256 on two warps with WT, 4 stages: 19.3-21.2 us at M 1 against 19.5-21.3
-  for 64 x 128 on four warps; at M 16 19.4-22.7 against 20.9-23.2.
-- FP8: 64 x 128 on two warps with WT, 4 stages: 19.4-21.0 us at M 1 against 19.4-21.2; at
-  M 16 20.4-22.6 against 21.2-22.8."""
+least one), warps, pipeline depth, split-K programs per SM (splitk.split_k), orientation
+(WT), scale prefetch (PREF). H200 graph replays at M 1 and 16 over 8192^2, 4096 x 14336,
+14336 x 4096 (bench/NOTES.md, sessions 14 and 15; W4A8 at M 16, x quantized):
+- UINT4: 20.2-20.9 us against 24.2-25.0 (4 warps, x as operand A); part-group steps lost.
+- INT4_SYM (W4A8, 2 <= M <= 16, groups of 32): two groups a step from group-major scales,
+  23.3-25.2 us against 35.3-38.2 (session 9's 128 x 128, 4 warps); row-major scales
+  34.1-36.7; other tiles slower.
+- INT8 / FP8: 19.3-21.2 / 19.4-21.0 us at M 1 against 19.5-21.3 / 19.4-21.2 (64 x 128 or
+  64 x 256 on 4 warps); M 16 19.4-22.7 / 20.4-22.6 against 20.9-23.2 / 21.2-22.8."""
 
 
 def serves(
