@@ -6,30 +6,10 @@ weight (unpack, to float, zero point, FMA): int4 at K = N = 8192 is ~67 M codes,
 H200 (132 SMs x 128 lanes x 1.98 GHz) issues in ~8 us at full rate, the same time as the
 DRAM floor of its 34 MB, so neither hides the other (run 7a7c17: 28 us). Here the matrix
 unit does the multiply-adds (x padded to 16 rows: the MMA's minimum, free at this size) and
-the dequantization works on 32-bit registers holding two bf16 values:
-
-- int4 (``WFMT`` 1): a byte's two nibbles are the consecutive codes k = 2j, 2j + 1, i.e. one
-  bf16x2 register of the MMA's B operand. ``prmt`` spreads two bytes to the halves of a
-  word, ``lop3`` ORs each nibble into the mantissa of bf16 128.0 (0x4300: 128 + q, exact),
-  and one ``fma.rn.bf16x2`` subtracts 128 + z: q - z, an exact small integer. 1.5
-  instructions a code. Each group's scale multiplies that group's float32 product tile
-  after its MMA, so the weights are never rounded: (q - z) and x are exact in bf16 and the
-  MMA accumulates their products in float32.
-- int8 (``WFMT`` 0): ``prmt`` spreads two codes to the low bytes of a word's halves; one
-  ``lop3`` writes each code's low seven bits into the mantissa of bf16 128.0 (128 + (q & 127)),
-  another its sign bit into the mantissa of bf16 -128.0 (-128 or -256), and one
-  ``fma.rn.bf16x2`` adds the two: q exactly. 2 instructions a code (an earlier float32 route,
-  ``prmt`` into 2**23 and ``cvt`` to bf16, took 2.75 and ran 4-7 % slower: run of 2026-11-21,
-  H200). The per-channel scale multiplies the accumulator once, at the end.
-- fp8 e4m3fn (``WFMT`` 2, CUDA): ``prmt`` puts each code in the low byte of a half with its
-  sign copied into the byte above; a shift by 4 and a mask leave sign, exponent and mantissa
-  where bf16 keeps them, i.e. the bf16 of exponent e - 127 (subnormal codes included), and
-  one multiply by 2**120 moves the exponent bias to e4m3's 7: exact for every finite code.
-  The two NaN codes come out as 480; ``aoq.formats.float8.quantize_fp8`` writes them only in
-  a row whose amax, hence scale, is NaN or infinite, so that output is not finite either way
-  (the reference's NaN; here NaN, or +-inf for a row holding an infinite weight). Per-channel
-  scale as int8. (The FMA GEMV of weight_only.py took 24.7 us at K = N = 8192;
-  this kernel 21.1.)
+the dequantization works on 32-bit registers holding two bf16 values, exactly
+(kernels/bf16_codes.py: int4 1.5 instructions a code, int8 2). Each int4 group's scale
+multiplies that group's float32 product tile after its MMA, so the weights are never
+rounded; int8's and fp8's per-channel scale multiplies the accumulator at the end.
 
 int4's tile (run of 2026-11-22, H200, M = 1 and 16, K x N 8192 x 8192 and 4096 x 14336:
 24.2-25.0 us before, 20.2-20.9 after) changes three things that only paid together:
@@ -50,11 +30,6 @@ int4's tile (run of 2026-11-22, H200, M = 1 and 16, K x N 8192 x 8192 and 4096 x
 W4A8 (``WFMT`` 3, symmetric int4 in groups of 32, int8 activations) takes the same tile
 and orientation at two groups a step (TILE): x's codes, less the row's zero point for
 asymmetric activations (at most 255 in magnitude), are exact in bf16.
-
-Under the interpreter (no inline assembly) the same values come from plain integer and
-float32 arithmetic, and the dot upcasts to float32 (the interpreter's bf16 dot is wrong).
-The low nibbles meet the even activations and the high nibbles the odd ones: x's tile is
-split in two by a reshape, so the codes are never interleaved.
 """
 
 from __future__ import annotations
@@ -65,90 +40,9 @@ import triton.language as tl
 from aoq.kernels import splitk
 from aoq.kernels._common import INTERPRET, WeightFormat, backend_of, epilogue, mma
 from aoq.kernels._launch import launch
+from aoq.kernels.bf16_codes import byte_codes, int4_codes
 
 from aoq.backends import Backend
-
-_INT4_ASM = tl.constexpr("""{
-.reg .b32 t0, t1, u0, u1, one;
-mov.b32 one, 0x3F803F80;
-prmt.b32 t0, $4, 0, 0x4140;
-prmt.b32 t1, $4, 0, 0x4342;
-lop3.b32 u0, t0, 0x000F000F, 0x43004300, 0xea;
-lop3.b32 u1, t1, 0x000F000F, 0x43004300, 0xea;
-fma.rn.bf16x2 $0, u0, one, $5;
-fma.rn.bf16x2 $1, u1, one, $5;
-shr.b32 t0, t0, 4;
-shr.b32 t1, t1, 4;
-lop3.b32 u0, t0, 0x000F000F, 0x43004300, 0xea;
-lop3.b32 u1, t1, 0x000F000F, 0x43004300, 0xea;
-fma.rn.bf16x2 $2, u0, one, $5;
-fma.rn.bf16x2 $3, u1, one, $5;
-}""")
-"""Four bytes ($4) -> low nibbles (two words, $0 $1) and high nibbles ($2 $3), each code
-minus 128 + z ($5: -(128 + z) in both halves)."""
-
-_INT8_ASM = tl.constexpr("""{
-.reg .b32 h0, h1, m0, m1, c0, c1, one;
-mov.b32 one, 0x3F803F80;
-prmt.b32 h0, $2, 0, 0x4140;
-prmt.b32 h1, $2, 0, 0x4342;
-lop3.b32 m0, h0, 0x007F007F, 0x43004300, 0xea;
-lop3.b32 m1, h1, 0x007F007F, 0x43004300, 0xea;
-lop3.b32 c0, h0, 0x00800080, 0xC300C300, 0xea;
-lop3.b32 c1, h1, 0x00800080, 0xC300C300, 0xea;
-fma.rn.bf16x2 $0, m0, one, c0;
-fma.rn.bf16x2 $1, m1, one, c1;
-}""")
-"""Four int8 codes ($2) -> four bf16 (two words, the first code in the low half)."""
-
-_FP8_ASM = tl.constexpr("""{
-.reg .b32 h0, h1, big, nz;
-mov.b32 big, 0x7B807B80;
-mov.b32 nz, 0x80008000;
-prmt.b32 h0, $2, 0, 0x9180;
-prmt.b32 h1, $2, 0, 0xB3A2;
-shl.b32 h0, h0, 4;
-shl.b32 h1, h1, 4;
-and.b32 h0, h0, 0x87F087F0;
-and.b32 h1, h1, 0x87F087F0;
-fma.rn.bf16x2 $0, h0, big, nz;
-fma.rn.bf16x2 $1, h1, big, nz;
-}""")
-"""Four float8 e4m3fn codes ($2) -> four bf16 (big: 2**120 in both halves; nz: -0.0)."""
-
-
-@triton.jit
-def _int4_codes(b, z, ASM: tl.constexpr):
-    """uint8 [R, C] bytes, int32 [R] zero points -> (q_lo - z, q_hi - z) as [R, C] tensors:
-    bf16 from the assembly; float32 under the interpreter."""
-    if ASM:
-        zb = tl.broadcast_to((-128.0 - z.to(tl.float32)).to(tl.bfloat16)[:, None], b.shape)
-        lo, hi = tl.inline_asm_elementwise(
-            _INT4_ASM, "=r,=r,=r,=r,r,r,r", [b, zb], dtype=(tl.bfloat16, tl.bfloat16),
-            is_pure=True, pack=4,
-        )  # fmt: skip
-    else:
-        p = b.to(tl.int32)
-        zf = z.to(tl.float32)[:, None]
-        lo = (p & 0xF).to(tl.float32) - zf  # small integers: exact in bf16 too
-        hi = (p >> 4).to(tl.float32) - zf
-    return lo, hi
-
-
-@triton.jit
-def _byte_codes(q, WFMT: tl.constexpr, ASM: tl.constexpr):
-    """[R, C] int8 codes (WFMT 0) or float8 e4m3fn bits as uint8 (WFMT 2) -> their values:
-    bf16 from the assembly; float32 under the interpreter."""
-    if ASM:
-        w = tl.inline_asm_elementwise(
-            _FP8_ASM if WFMT == 2 else _INT8_ASM, "=r,=r,r", [q], dtype=tl.bfloat16,
-            is_pure=True, pack=4,
-        )  # fmt: skip
-    elif WFMT == 2:
-        w = q.to(tl.float8e4nv, bitcast=True).to(tl.float32)
-    else:
-        w = q.to(tl.float32)
-    return w
 
 
 @triton.jit
@@ -254,7 +148,7 @@ def _decode_mma_kernel(
                     xt = xt.to(tl.float32 if UPCAST else tl.bfloat16)
                 xe, xo = tl.split(tl.reshape(xt, (16, GROUP_SIZE // 2, 2)))
                 b = tl.load(wrows + kg // 2, mask=nmask[:, None], other=0)
-                lo, hi = _int4_codes(b, z_cur, ASM)
+                lo, hi = int4_codes(b, z_cur, ASM)
                 if not UPCAST:
                     lo, hi = lo.to(tl.bfloat16), hi.to(tl.bfloat16)
                 if WT:
@@ -275,7 +169,7 @@ def _decode_mma_kernel(
         for k0 in range(k_lo, k_hi, BLOCK_K):
             xt = tl.load(xrows + (k0 + offs_k0)[None, :], mask=mmask[:, None], other=0.0)
             q = tl.load(wrows + k0, mask=nmask[:, None], other=0)
-            w = _byte_codes(q, WFMT, ASM)
+            w = byte_codes(q, WFMT, ASM)
             if not UPCAST:
                 w = w.to(tl.bfloat16)
             if WT:

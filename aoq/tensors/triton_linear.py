@@ -131,21 +131,29 @@ def _wo_check(x: torch.Tensor, w: Any, bias: Any) -> str | None:
     return why
 
 
+def _group_major(
+    x: torch.Tensor, w: Any, wfmt: Any
+) -> tuple[torch.Tensor, torch.Tensor | None] | None:
+    """int4's group-major scales (and weight-only zero points) on CUDA, as views of logical
+    shape [N, G] with strides (1, N), where decode_mma serves x in ``wfmt`` (UINT4:
+    weight-only, INT4_SYM: W4A8); else None. The other kernels read them row-major, and a
+    group-major view would be copied on every call (run 54c02e: fp16 x at 4096^2, 12.2 ->
+    17.0 us)."""
+    d = w.derived() if isinstance(w, Int4Tensor) else {}
+    if "scale_gm" not in d or x.dim() != 2:
+        return None
+    s, z = d["scale_gm"].t(), d["zero_gm"].t() if "zero_gm" in d else None
+    if (z is None) != (wfmt is _k._common.WeightFormat.INT4_SYM):
+        return None
+    return (s, z) if _k.decode_mma.serves(x, w.qdata, s.shape[1], wfmt, s, z) else None
+
+
 def _decode_parts(
     x: torch.Tensor, w: Any
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    """_wo_parts, with int4's group-major scales and zero points (CUDA; views of logical
-    shape [N, G], strides (1, N)) where decode_mma serves x: the other decode kernels read
-    them row-major, and a group-major view would be copied on every call (run 54c02e: fp16
-    x at 4096^2, 12.2 -> 17.0 us)."""
-    d = w.derived() if isinstance(w, Int4Tensor) else {}
-    if "zero_gm" in d:
-        s, z = d["scale_gm"].t(), d["zero_gm"].t()
-        if x.dim() == 2 and _k.decode_mma.serves(
-            x, w.qdata, s.shape[1], _k._common.WeightFormat.UINT4, s, z
-        ):
-            return w.qdata, s, z
-    return _wo_parts(w)
+    """_wo_parts, with int4's group-major scales and zero points where decode_mma serves x."""
+    gm = _group_major(x, w, _k._common.WeightFormat.UINT4)
+    return (w.qdata, *gm) if gm is not None else _wo_parts(w)
 
 
 def _weight_only(strategy: int) -> Callable[..., torch.Tensor]:
@@ -224,15 +232,12 @@ def _int_act(strategy: int) -> Callable[..., torch.Tensor]:
 
 
 def _w4a8_decode_scale(xq: torch.Tensor, w: Any, bias_int: Any) -> torch.Tensor:
-    """W4A8's group-major scales (CUDA; a view of logical shape [N, G], strides (1, N))
-    where int_act_mm hands the call to decode_mma (2 <= M <= 16, no int32 bias): its other
-    kernels read them row-major (the M = 1 GEMV included) and would copy a view back."""
-    d = w.derived() if isinstance(w, Int4Tensor) else {}
-    if "scale_gm" in d and "zero_gm" not in d and bias_int is None and xq.shape[0] > 1:
-        s = d["scale_gm"].t()
-        if _k.decode_mma.serves(xq, w.qdata, s.shape[1], _k._common.WeightFormat.INT4_SYM, s):
-            return s
-    return w.scale
+    """W4A8's group-major scales where int_act_mm hands the call to decode_mma (2 <= M <=
+    16, no int32 bias; the M = 1 GEMV reads row-major), else the row-major ones."""
+    if bias_int is not None or xq.shape[0] < 2:
+        return w.scale
+    gm = _group_major(xq, w, _k._common.WeightFormat.INT4_SYM)
+    return gm[0] if gm is not None else w.scale
 
 
 for _fam in ("w8a8", "w4a8"):
