@@ -191,7 +191,7 @@ def _decode_mma_kernel(
 
 TILE = {
     WeightFormat.UINT4: {"BLOCK_N": 64, "STEP_K": 128, "num_warps": 2, "num_stages": 3,
-                         "per_sm": 7, "WT": True, "PREF": True},
+                         "per_sm": 6, "exact": True, "WT": True, "PREF": True},
     WeightFormat.INT4_SYM: {"BLOCK_N": 64, "STEP_K": 64, "num_warps": 2, "num_stages": 3,
                             "per_sm": 10, "WT": True, "PREF": True},
     WeightFormat.INT8: {"BLOCK_N": 32, "STEP_K": 256, "num_warps": 2, "num_stages": 4,
@@ -200,10 +200,14 @@ TILE = {
                        "per_sm": 4, "WT": True},
 }  # fmt: skip
 """Per weight format: outputs per program (BLOCK_N), K per loop step (int4: whole groups, at
-least one), warps, pipeline depth, split-K programs per SM (splitk.split_k), orientation
-(WT), scale prefetch (PREF). H200 graph replays at M 1 and 16 over 8192^2, 4096 x 14336,
-14336 x 4096 (bench/NOTES.md, sessions 14 and 15; W4A8 at M 16, x quantized):
+least one), warps, pipeline depth, split-K programs per SM (splitk.split_k; ``exact``: any
+split up to one full wave, not only powers of two), orientation (WT), scale prefetch
+(PREF). H200 graph replays at M 1 and 16 over 8192^2, 4096 x 14336, 14336 x 4096
+(bench/NOTES.md, sessions 14 to 16; W4A8 at M 16, x quantized):
 - UINT4: 20.2-20.9 us against 24.2-25.0 (4 warps, x as operand A); part-group steps lost.
+  Six programs an SM fit (164 registers x 64 threads); a split that fills exactly that one
+  wave (6 at 8192^2, 3 at 4096 x 14336, 12 at 14336 x 4096) against the power of two
+  below 7 (4, 4, 8): 19.3 / 18.7 / 18.0 us against 21.0 / 19.7 / 18.7 at M 1 (session 16).
 - INT4_SYM (W4A8, 2 <= M <= 16, groups of 32): two groups a step from group-major scales,
   23.3-25.2 us against 35.3-38.2 (session 9's 128 x 128, 4 warps); row-major scales
   34.1-36.7; other tiles slower.
@@ -270,6 +274,7 @@ def decode_mma(
     bn = cfg.pop("BLOCK_N")
     want = cfg.pop("STEP_K")
     per_sm = cfg.pop("per_sm", 4)
+    exact = cfg.pop("exact", False)
     if cfg.get("WT") and cfg["num_warps"] >= 4:
         raise ValueError(
             "WT (the weights as the MMA's A operand) needs fewer than 4 warps: with 4, Triton "
@@ -281,7 +286,7 @@ def decode_mma(
     cfg["PREF"] = cfg.get("PREF", False) and bk // gs in (1, 2, 4)
     backend = backend_of(x.device)
     n_prog = triton.cdiv(n, bn)
-    p = splitk.plan(y, backend, n_prog, k, bk, split, per_sm=per_sm)
+    p = splitk.plan(y, backend, n_prog, k, bk, split, per_sm=per_sm, exact=exact)
     xq = x_scale is not None
     epi = dict(col_scale=scale if per_channel else None, row_scale=x_scale, bias=bias)
     launch(_decode_mma_kernel, (n_prog, p.split),

@@ -84,16 +84,20 @@ def split_k(
     k_align: int,
     per_sm: int = PROGRAMS_PER_SM,
     max_split: int = 32,
+    exact: bool = False,
 ) -> int:
     """How many K ranges: enough that ``n_programs * split`` fills every SM ``per_sm``
     times (GEMVs, light programs, want more than MMA tiles), each range at least
     MIN_K_PER_SPLIT long and a multiple of ``k_align`` (a BLOCK_K, or a quantization group
-    for kernels that flush per group). A power of two; 1 under the interpreter (it runs
-    programs one by one; tests force a split through the launchers' ``split``)."""
+    for kernels that flush per group). A power of two, or with ``exact`` (``per_sm`` then
+    the programs an SM holds at once) the most that fit in one wave; 1 under the interpreter
+    (it runs programs one by one; tests force a split through the launchers' ``split``)."""
     if backend is Backend.INTERPRET:
         return 1
     sms = sm_count(device.index if device.index is not None else torch.cuda.current_device())
     want = max(1, (per_sm * sms) // max(n_programs, 1))
+    if exact:
+        return max(1, min(want, max_split, k // max(MIN_K_PER_SPLIT, k_align)))
     split = 1
     while split * 2 <= min(want, max_split) and k // (split * 2) >= max(MIN_K_PER_SPLIT, k_align):
         split *= 2
@@ -141,11 +145,12 @@ def plan(
     forced: int | None = None,
     per_sm: int = PROGRAMS_PER_SM,
     part_dtype: torch.dtype = torch.float32,
+    exact: bool = False,
 ) -> Plan:
-    """The split for an [M, N] output ``y`` (``forced``: a test's choice), its range length,
-    a [split, M, N] partials buffer when split > 1, and counters for ``n_programs`` column
-    tiles when the reduction is fused."""
-    split, k_split = _ranges(backend, y.device, n_programs, k, k_align, forced, per_sm)
+    """The split for an [M, N] output ``y`` (``forced``: a test's choice; ``per_sm`` and
+    ``exact``: :func:`split_k`), its range length, a [split, M, N] partials buffer when
+    split > 1, and counters for ``n_programs`` column tiles when the reduction is fused."""
+    split, k_split = _ranges(backend, y.device, n_programs, k, k_align, forced, per_sm, exact)
     m, n = y.shape
     if split == 1:
         return Plan(1, k_split, y, None)
@@ -215,9 +220,10 @@ def _ranges(
     k_align: int,
     forced: int | None,
     per_sm: int,
+    exact: bool,
 ) -> tuple[int, int]:
     """(split, k_split), from the shape alone: computed once per shape (host time per call)."""
-    split = forced or split_k(backend, device, n_programs, k, k_align, per_sm)
+    split = forced or split_k(backend, device, n_programs, k, k_align, per_sm, exact=exact)
     k_split = k_per_split(k, split, k_align)
     return triton.cdiv(k, k_split), k_split
 

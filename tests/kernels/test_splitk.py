@@ -149,3 +149,23 @@ def test_counters_are_per_stream_and_grow(monkeypatch):
     assert splitk.is_counters(big) and not splitk.is_counters(a)
     monkeypatch.setattr(splitk, "FUSED", False)
     assert splitk.counters(cpu, 10) is None
+
+
+def test_split_rule_powers_of_two_or_exactly_one_wave(monkeypatch):
+    """The default rule rounds the programs an SM should hold down to a power-of-two split;
+    ``exact`` takes the most programs that fit in one wave (decode_mma's int4 tile: six an
+    SM), each range still at least MIN_K_PER_SPLIT long."""
+    from aoq.backends import Backend
+
+    monkeypatch.setattr(splitk, "sm_count", lambda index: 132)
+    cuda = torch.device("cuda", 0)
+
+    def split(n_programs, k, exact):
+        return splitk.split_k(Backend.CUDA, cuda, n_programs, k, 128, per_sm=6, exact=exact)
+
+    # 8192 x 8192 (128 column tiles of 64), 4096 x 14336 (224), 14336 x 4096 (64)
+    assert [split(128, 8192, False), split(224, 4096, False), split(64, 14336, False)] == [4, 2, 8]
+    assert [split(128, 8192, True), split(224, 4096, True), split(64, 14336, True)] == [6, 3, 12]
+    assert split(64, 4096, True) == 8  # 12 would leave ranges of 341 < MIN_K_PER_SPLIT
+    assert split(2000, 8192, True) == 1
+    assert splitk.split_k(Backend.INTERPRET, cuda, 128, 8192, 128, per_sm=6, exact=True) == 1
