@@ -67,6 +67,8 @@ class WeightFormat(enum.IntEnum):
     """float8 codes [N, K]; one scale per output channel."""
     INT4_SYM = 3
     """two int4 codes per byte, each nibble holding q + 8 (W4A8); scale [N, G]."""
+    MX_FP4 = 4
+    """two MX fp4 (e2m1) codes per byte, low nibble first; E8M0 scale bytes [N, G]."""
 
 
 def backend_of(device: torch.device) -> Backend:

@@ -24,7 +24,17 @@
   scale as int8. (The FMA GEMV of weight_only.py took 24.7 us at K = N = 8192;
   decode_mma 21.1.)
 
-Under the interpreter (no inline assembly) the same values come from plain integer and
+- MX fp4 e2m1 (``WFMT`` 4): ``prmt`` puts two bytes in the high bytes of a word's halves;
+  shifts and one ``lop3`` each move a nibble's sign to bit 15 and its exponent and mantissa
+  bits to where bf16 keeps the low exponent bits and the top mantissa bit: the bf16 of
+  v * 2**-126 (the subnormal code 0.5 included). One ``fma.rn.bf16x2`` by the block's
+  2**(b - 1) (b its E8M0 byte; one ``mad`` builds it in both halves) gives v * 2**(b - 127)
+  rounded once: exactly the emulated path's bf16 weight (an MX fp4 value times a power of
+  two is exact in bf16 unless it overflows, which rounds to inf as the reference's float32
+  value does). 2.4 instructions a code. 2**(b - 1) is a bf16 only up to b = 128: a weight
+  with a larger block scale (or a NaN one, 255) takes a second multiply by 2**(b - 128) (or
+  NaN), chosen per launch by a flag the weight computes once (``BIG``).
+- Under the interpreter (no inline assembly) the same values come from plain integer and
 float32 arithmetic, and the dot upcasts to float32 (the interpreter's bf16 dot is wrong).
 The low nibbles meet the even activations and the high nibbles the odd ones: x's tile is
 split in two by a reshape, so the codes are never interleaved.
@@ -34,6 +44,7 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
+from aoq.kernels.mx_dequant import e8m0_value, elem_value
 
 _INT4_ASM = tl.constexpr("""{
 .reg .b32 t0, t1, u0, u1, one;
@@ -84,6 +95,55 @@ fma.rn.bf16x2 $1, h1, big, nz;
 """Four float8 e4m3fn codes ($2) -> four bf16 (big: 2**120 in both halves; nz: -0.0)."""
 
 
+_FP4_HEAD = """
+.reg .b32 t0, t1, a, c, m, p, nz;
+mov.b32 nz, 0x80008000;
+prmt.b32 t0, $4, 0, 0x1404;
+prmt.b32 t1, $4, 0, 0x3424;
+"""
+_FP4_PAIR = """
+shr.b32 a, {t}, 2;
+shl.b32 c, {t}, 4;
+lop3.b32 m, a, c, 0x81C081C0, 0xA8;
+{mul}
+shr.b32 a, {t}, 6;
+and.b32 c, {t}, 0x80008000;
+lop3.b32 m, a, c, 0x01C001C0, 0xEC;
+{mul_hi}
+"""
+_FP4_ONE = "fma.rn.bf16x2 ${o}, m, p, nz;"
+_FP4_TWO = "fma.rn.bf16x2 m, m, p, nz;\nfma.rn.bf16x2 ${o}, m, q, nz;"
+
+
+def _fp4_asm(big: bool) -> str:
+    """Four bytes ($4) -> low nibbles ($0 $1) and high nibbles ($2 $3) of two bytes each,
+    times the block's power of two (from its E8M0 byte, $5)."""
+    mul = _FP4_TWO if big else _FP4_ONE
+    if big:  # p = 2**(min(b, 128) - 1), q = 2**(max(b, 128) - 128), NaN for b = 255
+        scale = """
+.reg .b32 q, e;
+.reg .pred nan;
+min.u32 e, $5, 128;
+mad.lo.u32 p, e, 0x00800080, 0x3F003F00;
+max.u32 e, $5, 128;
+sub.u32 e, e, 1;
+mul.lo.u32 q, e, 0x00800080;
+setp.eq.u32 nan, $5, 255;
+selp.b32 q, 0x7FC07FC0, q, nan;
+"""
+    else:  # p = 2**(b - 1) in both halves: (b + 126) << 7
+        scale = "mad.lo.u32 p, $5, 0x00800080, 0x3F003F00;"
+    pairs = [
+        _FP4_PAIR.format(t=t, mul=mul.format(o=lo), mul_hi=mul.format(o=hi))
+        for t, lo, hi in (("t0", 0, 2), ("t1", 1, 3))
+    ]
+    return "{" + _FP4_HEAD + scale + "".join(pairs) + "}"
+
+
+_FP4_ASM = tl.constexpr(_fp4_asm(False))
+_FP4_BIG_ASM = tl.constexpr(_fp4_asm(True))
+
+
 @triton.jit
 def int4_codes(b, z, ASM: tl.constexpr):
     """uint8 [R, C] bytes, int32 [R] zero points -> (q_lo - z, q_hi - z) as [R, C] tensors:
@@ -116,3 +176,29 @@ def byte_codes(q, WFMT: tl.constexpr, ASM: tl.constexpr):
     else:
         w = q.to(tl.float32)
     return w
+
+
+@triton.jit
+def fp4_codes(b, sb, BIG: tl.constexpr, ASM: tl.constexpr):
+    """uint8 [R, C] bytes of MX fp4 codes, int32 [R] E8M0 bytes of their block (BIG: some
+    block of the weight has a byte above 128) -> (low nibbles, high nibbles)
+    times 2**(b - 127) as [R, C] tensors: bf16 from the assembly; float32 under the
+    interpreter (the reference's values, exact)."""
+    if ASM:
+        sbb = tl.broadcast_to(sb[:, None], b.shape)
+        if BIG:
+            lo, hi = tl.inline_asm_elementwise(
+                _FP4_BIG_ASM, "=r,=r,=r,=r,r,r,r,r,r", [b, sbb],
+                dtype=(tl.bfloat16, tl.bfloat16), is_pure=True, pack=4,
+            )  # fmt: skip
+        else:
+            lo, hi = tl.inline_asm_elementwise(
+                _FP4_ASM, "=r,=r,=r,=r,r,r,r,r,r", [b, sbb],
+                dtype=(tl.bfloat16, tl.bfloat16), is_pure=True, pack=4,
+            )  # fmt: skip
+    else:
+        p = b.to(tl.int32)
+        d = e8m0_value(sb)[:, None]
+        lo = elem_value(p & 15, 2, 1, 1, 0) * d
+        hi = elem_value(p >> 4, 2, 1, 1, 0) * d
+    return lo, hi

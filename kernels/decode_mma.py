@@ -40,7 +40,7 @@ import triton.language as tl
 from aoq.kernels import splitk
 from aoq.kernels._common import INTERPRET, WeightFormat, backend_of, epilogue, mma
 from aoq.kernels._launch import launch
-from aoq.kernels.bf16_codes import byte_codes, int4_codes
+from aoq.kernels.bf16_codes import byte_codes, fp4_codes, int4_codes
 
 from aoq.backends import Backend
 
@@ -48,15 +48,18 @@ from aoq.backends import Backend
 @triton.jit
 def _group_params(s_ptr, z_ptr, srow, nmask, k0, k_hi, stride_sg, WFMT: tl.constexpr,
                   GROUP_SIZE: tl.constexpr):  # fmt: skip
-    """Scales [BLOCK_N] and zero points (WFMT 1; 3: 8) of the group at k0 (``srow``: each
-    row's offset; ``stride_sg``: the groups' stride, 1 or N); zeros from k_hi on."""
+    """Scales [BLOCK_N] (WFMT 4: E8M0 bytes as int32) and zero points (WFMT 1; 3: 8) of the
+    group at k0 (``srow``: each row's offset; ``stride_sg``: the groups' stride, 1 or N);
+    zeros from k_hi on."""
     m = nmask & (k0 < k_hi)
     g = (k0 // GROUP_SIZE) * stride_sg  # < 2**31: the scale tensor has fewer elements
-    s = tl.load(s_ptr + srow + g, mask=m, other=0.0)
+    s = tl.load(s_ptr + srow + g, mask=m, other=0)
     if WFMT == 1:
         z = tl.load(z_ptr + srow + g, mask=m, other=0).to(tl.int32)
     else:
         z = tl.full(srow.shape, 8, tl.int32)
+    if WFMT == 4:  # E8M0 bytes
+        s = s.to(tl.int32)
     return s, z
 
 
@@ -76,6 +79,74 @@ def _step_params(s_ptr, z_ptr, srow, nmask, k0, k_hi, stride_sg, WFMT: tl.conste
         s3, z3 = _group_params(s_ptr, z_ptr, srow, nmask, k0 + 3 * GROUP_SIZE, k_hi,
                                stride_sg, WFMT, GROUP_SIZE)  # fmt: skip
     return s0, z0, s1, z1, s2, z2, s3, z3
+
+
+@triton.jit
+def _group_steps(
+    acc, acc_t, xrows, wrows, s_ptr, z_ptr, srow, nmask, mmask, xz, k_lo, k_hi, stride_sg,
+    WFMT: tl.constexpr, GROUP_SIZE: tl.constexpr, GROUPS: tl.constexpr, XQ: tl.constexpr,
+    XZ: tl.constexpr, BLOCK_K: tl.constexpr, ASM: tl.constexpr, UPCAST: tl.constexpr,
+    WT: tl.constexpr, PREF: tl.constexpr, BIG: tl.constexpr,
+):  # fmt: skip
+    """The main loop of the grouped formats (int4, W4A8, MX fp4) over K range [k_lo, k_hi):
+    (acc, acc_t) plus this range's products. ``wrows``: each row's first code byte plus the
+    group's byte offsets; ``srow``: each row's scale offset; BIG: MX fp4's second multiply."""
+    offs_g = tl.arange(0, GROUP_SIZE)
+    if PREF:  # a step's scales and zero points are loaded one step ahead
+        tl.static_assert(GROUPS == 1 or GROUPS == 2 or GROUPS == 4, "PREF: 1, 2, 4 groups")
+        s0n, z0n, s1n, z1n, s2n, z2n, s3n, z3n = _step_params(
+            s_ptr, z_ptr, srow, nmask, k_lo, k_hi, stride_sg, WFMT, GROUP_SIZE, GROUPS
+        )
+    for k0 in range(k_lo, k_hi, BLOCK_K):
+        if PREF:
+            s0, z0, s1, z1, s2, z2, s3, z3 = s0n, z0n, s1n, z1n, s2n, z2n, s3n, z3n
+            s0n, z0n, s1n, z1n, s2n, z2n, s3n, z3n = _step_params(
+                s_ptr, z_ptr, srow, nmask, k0 + BLOCK_K, k_hi, stride_sg, WFMT, GROUP_SIZE,
+                GROUPS,
+            )  # fmt: skip
+        for j in tl.static_range(GROUPS):
+            kg = k0 + j * GROUP_SIZE
+            if not PREF:
+                s_cur, z_cur = _group_params(s_ptr, z_ptr, srow, nmask, kg, k_hi, stride_sg,
+                                             WFMT, GROUP_SIZE)  # fmt: skip
+            elif j == 0:
+                s_cur, z_cur = s0, z0
+            elif j == 1:
+                s_cur, z_cur = s1, z1
+            elif j == 2:
+                s_cur, z_cur = s2, z2
+            else:
+                s_cur, z_cur = s3, z3
+            xt = tl.load(xrows + (kg + offs_g)[None, :], mask=mmask[:, None], other=0)
+            if XZ:
+                xt = xt.to(tl.int32) - xz
+            if XQ:  # (the interpreter's int8 -> bf16 conversion is not exact)
+                xt = xt.to(tl.float32 if UPCAST else tl.bfloat16)
+            xe, xo = tl.split(tl.reshape(xt, (16, GROUP_SIZE // 2, 2)))
+            b = tl.load(wrows + kg // 2, mask=nmask[:, None], other=0)
+            if WFMT == 4:  # the block scale is in the codes' values: no flush
+                lo, hi = fp4_codes(b, s_cur, BIG, ASM)
+            else:
+                lo, hi = int4_codes(b, z_cur, ASM)
+            if not UPCAST:
+                lo, hi = lo.to(tl.bfloat16), hi.to(tl.bfloat16)
+            if WFMT == 4 and WT:
+                acc_t = mma(lo, tl.trans(xe), acc_t, UPCAST, "ieee")
+                acc_t = mma(hi, tl.trans(xo), acc_t, UPCAST, "ieee")
+            elif WFMT == 4:
+                acc = mma(xe, tl.trans(lo), acc, UPCAST, "ieee")
+                acc = mma(xo, tl.trans(hi), acc, UPCAST, "ieee")
+            elif WT:
+                part = mma(lo, tl.trans(xe), tl.zeros(acc_t.shape, dtype=tl.float32),
+                           UPCAST, "ieee")  # fmt: skip
+                part = mma(hi, tl.trans(xo), part, UPCAST, "ieee")
+                acc_t += part * s_cur[:, None]
+            else:
+                part = mma(xe, tl.trans(lo), tl.zeros(acc.shape, dtype=tl.float32),
+                           UPCAST, "ieee")  # fmt: skip
+                part = mma(xo, tl.trans(hi), part, UPCAST, "ieee")
+                acc += part * s_cur[None, :]
+    return acc, acc_t
 
 
 @triton.jit
@@ -106,61 +177,29 @@ def _decode_mma_kernel(
     acc_t = tl.zeros((BLOCK_N, 16), dtype=tl.float32)  # WT: the weights are the MMA's A
     k_lo = pid_k * K_SPLIT
     k_hi = tl.minimum(K, k_lo + K_SPLIT)
-    if WFMT == 1 or WFMT == 3:
-        offs_g = tl.arange(0, GROUP_SIZE)
+    if WFMT == 1 or WFMT == 3 or WFMT == 4:
         wrows = (
             w_ptr
             + offs_n.to(tl.int64)[:, None] * stride_wn
             + tl.arange(0, GROUP_SIZE // 2)[None, :]
         )
         srow = offs_n.to(tl.int64) * stride_sn
+        xz = tl.zeros((16, 1), tl.int32)
         if XZ:
             xz = tl.load(xz_ptr + offs_m, mask=mmask, other=0)[:, None]
-        if PREF:  # a step's scales and zero points are loaded one step ahead
-            tl.static_assert(GROUPS == 1 or GROUPS == 2 or GROUPS == 4, "PREF: 1, 2, 4 groups")
-            s0n, z0n, s1n, z1n, s2n, z2n, s3n, z3n = _step_params(
-                s_ptr, z_ptr, srow, nmask, k_lo, k_hi, stride_sg, WFMT, GROUP_SIZE, GROUPS
-            )
-        for k0 in range(k_lo, k_hi, BLOCK_K):
-            if PREF:
-                s0, z0, s1, z1, s2, z2, s3, z3 = s0n, z0n, s1n, z1n, s2n, z2n, s3n, z3n
-                s0n, z0n, s1n, z1n, s2n, z2n, s3n, z3n = _step_params(
-                    s_ptr, z_ptr, srow, nmask, k0 + BLOCK_K, k_hi, stride_sg, WFMT, GROUP_SIZE,
-                    GROUPS,
-                )  # fmt: skip
-            for j in tl.static_range(GROUPS):
-                kg = k0 + j * GROUP_SIZE
-                if not PREF:
-                    s_cur, z_cur = _group_params(s_ptr, z_ptr, srow, nmask, kg, k_hi, stride_sg,
-                                                 WFMT, GROUP_SIZE)  # fmt: skip
-                elif j == 0:
-                    s_cur, z_cur = s0, z0
-                elif j == 1:
-                    s_cur, z_cur = s1, z1
-                elif j == 2:
-                    s_cur, z_cur = s2, z2
-                else:
-                    s_cur, z_cur = s3, z3
-                xt = tl.load(xrows + (kg + offs_g)[None, :], mask=mmask[:, None], other=0)
-                if XZ:
-                    xt = xt.to(tl.int32) - xz
-                if XQ:  # (the interpreter's int8 -> bf16 conversion is not exact)
-                    xt = xt.to(tl.float32 if UPCAST else tl.bfloat16)
-                xe, xo = tl.split(tl.reshape(xt, (16, GROUP_SIZE // 2, 2)))
-                b = tl.load(wrows + kg // 2, mask=nmask[:, None], other=0)
-                lo, hi = int4_codes(b, z_cur, ASM)
-                if not UPCAST:
-                    lo, hi = lo.to(tl.bfloat16), hi.to(tl.bfloat16)
-                if WT:
-                    part = mma(lo, tl.trans(xe), tl.zeros((BLOCK_N, 16), dtype=tl.float32),
-                               UPCAST, "ieee")  # fmt: skip
-                    part = mma(hi, tl.trans(xo), part, UPCAST, "ieee")
-                    acc_t += part * s_cur[:, None]
-                else:
-                    part = mma(xe, tl.trans(lo), tl.zeros((16, BLOCK_N), dtype=tl.float32),
-                               UPCAST, "ieee")  # fmt: skip
-                    part = mma(xo, tl.trans(hi), part, UPCAST, "ieee")
-                    acc += part * s_cur[None, :]
+        big = 0
+        if WFMT == 4:
+            big = tl.load(z_ptr)  # int32: some block scale of the weight is above 2**1
+        if big != 0:  # one uniform branch per program (in the loop it cost 10 us of 24)
+            acc, acc_t = _group_steps(
+                acc, acc_t, xrows, wrows, s_ptr, z_ptr, srow, nmask, mmask, xz, k_lo, k_hi,
+                stride_sg, WFMT, GROUP_SIZE, GROUPS, XQ, XZ, BLOCK_K, ASM, UPCAST, WT, PREF, True,
+            )  # fmt: skip
+        else:
+            acc, acc_t = _group_steps(
+                acc, acc_t, xrows, wrows, s_ptr, z_ptr, srow, nmask, mmask, xz, k_lo, k_hi,
+                stride_sg, WFMT, GROUP_SIZE, GROUPS, XQ, XZ, BLOCK_K, ASM, UPCAST, WT, PREF, False,
+            )  # fmt: skip
     else:
         if WFMT == 2:  # float8 codes read as their bytes (the conversion is ours)
             w_ptr = w_ptr.to(tl.pointer_type(tl.uint8))
@@ -194,6 +233,8 @@ TILE = {
                          "per_sm": 6, "exact": True, "WT": True, "PREF": True},
     WeightFormat.INT4_SYM: {"BLOCK_N": 64, "STEP_K": 64, "num_warps": 2, "num_stages": 3,
                             "per_sm": 10, "WT": True, "PREF": True},
+    WeightFormat.MX_FP4: {"BLOCK_N": 64, "STEP_K": 64, "num_warps": 2, "num_stages": 3,
+                          "per_sm": 10, "WT": True, "PREF": True},
     WeightFormat.INT8: {"BLOCK_N": 32, "STEP_K": 256, "num_warps": 2, "num_stages": 4,
                         "per_sm": 4, "WT": True},
     WeightFormat.FP8: {"BLOCK_N": 64, "STEP_K": 128, "num_warps": 2, "num_stages": 4,
@@ -227,11 +268,13 @@ def serves(
     int4 groups of 32..256 (powers of two; aoq.tensors.int4.DECODE_MMA_GROUPS mirrors them);
     per-channel int8 or float8 e4m3fn with K a multiple of 16 (fp8 on CUDA, where its
     conversion is assembly, and the interpreter). int4 scales [N, G] (and zero points, with
-    the same strides) row-major or group-major."""
+    the same strides) row-major or group-major. MX fp4: bf16 x, blocks of 32..256 (their
+    E8M0 bytes as the scale) and the weight's int32 ``BIG`` flag as ``zero``."""
+    mx = wfmt is WeightFormat.MX_FP4
     if scale is not None and scale.dim() == 2 and scale.shape[1] > 1:
         if scale.stride() not in ((scale.shape[1], 1), (1, scale.shape[0])):
             return False
-        if zero is not None and zero.stride() != scale.stride():
+        if zero is not None and not mx and zero.stride() != scale.stride():
             return False
     m, k = x.shape
     xq = wfmt is WeightFormat.INT4_SYM
@@ -239,7 +282,9 @@ def serves(
         return False
     if not (qdata.is_contiguous() and x.stride(1) == 1):
         return False
-    if wfmt in (WeightFormat.UINT4, WeightFormat.INT4_SYM):
+    if mx and (zero is None or zero.dtype != torch.int32 or zero.numel() != 1):
+        return False
+    if wfmt in (WeightFormat.UINT4, WeightFormat.INT4_SYM, WeightFormat.MX_FP4):
         return k // groups in (32, 64, 128, 256) and k % groups == 0
     if wfmt is WeightFormat.FP8:
         if qdata.dtype != torch.float8_e4m3fn or backend_of(x.device) is Backend.ROCM:
@@ -265,7 +310,8 @@ def decode_mma(
 ) -> None:
     """Launch the kernel (the caller checked :func:`serves`): y = x W^T (+ bias), W from
     ``qdata`` (uint8 int4 pairs, int8 or float8 e4m3fn) with ``scale`` [N, groups] (and ``zero`` for
-    UINT4); INT4_SYM takes int8 ``x``, its ``x_scale`` ([M] or [] static) and, for asymmetric
+    UINT4; MX_FP4: uint8 E8M0 bytes, ``zero`` the weight's int32 [1] flag, nonzero when a byte
+    is above 128); INT4_SYM takes int8 ``x``, its ``x_scale`` ([M] or [] static) and, for asymmetric
     activations, ``x_zero`` (int32 [M]). ``split``
     forces split-K; ``tile`` overrides TILE (benchmarks)."""
     m, k = x.shape

@@ -24,10 +24,11 @@ import torch
 import torch.nn.functional as F
 import triton
 import triton.language as tl
+from aoq.kernels import decode_mma as dm
 from aoq.kernels import mx_steps as st
 from aoq.kernels import nvfp4_act as na
 from aoq.kernels import splitk
-from aoq.kernels._common import INTERPRET, backend_of, out_dtype_for
+from aoq.kernels._common import INTERPRET, WeightFormat, backend_of, out_dtype_for
 from aoq.kernels._launch import launch
 from aoq.kernels.mx_cast import has_fp8_cvt
 from aoq.kernels.mx_dequant import dequant_tile, elem_params
@@ -37,6 +38,7 @@ from aoq.formats.mx import MXElem, ScaleRounding, mx_dequantize, unpack_mx_codes
 from aoq.formats.nvfp4 import NVFP4_BLOCK, nvfp4_dequantize
 from aoq.formats.packing import unpack_uint4
 
+FP4 = WeightFormat.MX_FP4
 ROW_CHUNK = tl.constexpr(2048)
 """Elements a step of the NVFP4 one-row amax reads."""
 
@@ -167,11 +169,18 @@ def mx_decode_triton(
     bias: torch.Tensor | None,
     split: int | None = None,
     one_row: str | None = None,
+    *,
+    big_scales: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Triton launcher of ``aoq::mx_decode``: y = x · dequant(W)ᵀ (+ bias) in x's dtype (the
     caller checked :func:`serves`); ``elem`` an MXElem value. MX:
     ``scale`` E8M0 [N, K / block_size]; NVFP4 (``tensor_scale`` given): e4m3 [N, K / 16] and
     elem fp4_e2m1. ``split`` forces the split-K (tests).
+
+    ``big_scales`` (MXWeight.build_derived's flag; ``scale`` then its group-major bytes, a
+    view with strides (1, N)): bf16 x and fp4 codes go to decode_mma's bf16-pair decode
+    (WFMT 4: the same weights, about half the time, bench/NOTES.md session 16); anything
+    it does not serve reads the bytes row-major here.
 
     ``one_row`` (x one row): the kernel quantize-dequantizes x itself (XQDQ), in one launch,
     to the values of the activation kernel: MX weights name the activation's scale rounding
@@ -189,12 +198,17 @@ def mx_decode_triton(
     if qdata.shape[1] * 8 != k * elem.spec.bits:
         raise ValueError(f"codes {tuple(qdata.shape)} do not hold K={k} {elem.value} elements")
     s = scale.view(torch.uint8)
-    if s.shape != (n, k // block_size) or not s.is_contiguous():
-        raise ValueError(f"scale {tuple(s.shape)}: expected contiguous ({n}, {k // block_size})")
-    backend = backend_of(x.device)
     y = torch.empty((m, n), dtype=out_dtype_for(x.dtype), device=x.device)
     if m == 0 or n == 0:
         return y.to(x.dtype)
+    if big_scales is not None and one_row is None and elem is MXElem.FP4_E2M1 and not nvfp4:
+        if dm.serves(x, qdata, k // block_size, FP4, s, big_scales):
+            dm.decode_mma(x, qdata, s, big_scales, bias, y, k // block_size, FP4, split)
+            return y.to(x.dtype)
+        s = s.contiguous()  # group-major bytes decode_mma did not take: a row-major copy
+    if s.shape != (n, k // block_size) or not s.is_contiguous():
+        raise ValueError(f"scale {tuple(s.shape)}: expected contiguous ({n}, {k // block_size})")
+    backend = backend_of(x.device)
     ebits, mbits, bias_e, nan = elem_params(elem)
     ts = tensor_scale if tensor_scale is not None else s
     bs = NVFP4_BLOCK if nvfp4 else block_size
@@ -244,9 +258,11 @@ def mx_decode(
     elem: str,
     block_size: int,
     bias: torch.Tensor | None,
+    big_scales: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Reference on CPU: the emulated path (the weight dequantized to x's dtype by
-    aoq.formats, one matmul). ``scale``: the block scales' bytes (uint8)."""
+    aoq.formats, one matmul). ``scale``: the block scales' bytes (uint8); ``big_scales``:
+    see :func:`mx_decode_triton` (the reference has no use for it)."""
     e = MXElem(elem)
     if tensor_scale is not None:
         block = scale.view(torch.float8_e4m3fn)
@@ -257,8 +273,11 @@ def mx_decode(
 
 
 @mx_decode.register_fake
-def _(x, qdata, scale, tensor_scale, elem, block_size, bias):  # type: ignore[no-untyped-def]
+def _(x, qdata, scale, tensor_scale, elem, block_size, bias, big_scales=None):  # type: ignore[no-untyped-def]
     return x.new_empty((x.shape[0], qdata.shape[0]))
 
 
-mx_decode.register_kernel("cuda")(mx_decode_triton)
+@mx_decode.register_kernel("cuda")
+def _(x, qdata, scale, tensor_scale, elem, block_size, bias, big_scales=None):  # type: ignore[no-untyped-def]
+    return mx_decode_triton(x, qdata, scale, tensor_scale, elem, block_size, bias,
+                            big_scales=big_scales)  # fmt: skip

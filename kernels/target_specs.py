@@ -136,19 +136,22 @@ def _int_act(name: str, int4: bool, gs: int, bm: int, bn: int, bk: int, **kw: An
 
 def _decode_mma(name: str, wfmt: int, gs: int, step: int, target: str) -> Spec:
     """kernels/decode_mma.py; its bf16-pair assembly is NVIDIA PTX (AMD runs the float path).
-    WFMT 3 is W4A8: int8 activations with zero points, symmetric int4 weights."""
+    WFMT 3 is W4A8: int8 activations with zero points, symmetric int4 weights; 4 MX fp4
+    weights (E8M0 bytes, the BIG flag as z_ptr)."""
     from aoq.kernels._common import WeightFormat
     from aoq.kernels.decode_mma import TILE
 
     xq = wfmt == 3
+    mx = wfmt == 4
     sig = {
         "x_ptr": "*i8" if xq else "*bf16", "w_ptr": {0: "*i8", 2: "*fp8e4nv"}.get(wfmt, "*u8"),
-        "s_ptr": "*fp32", "z_ptr": "*u8", "xs_ptr": "*fp32", "xz_ptr": "*i32", "b_ptr": "*bf16",
+        "s_ptr": "*u8" if mx else "*fp32", "z_ptr": "*i32" if mx else "*u8", "xs_ptr": "*fp32",
+        "xz_ptr": "*i32", "b_ptr": "*bf16",
         "y_ptr": "*bf16", "p_ptr": "*fp32", "c_ptr": "*i32",
     }  # fmt: skip
     sig.update({n: "i32" for n in ("M", "N", "K", "stride_sn", "stride_sg", "K_SPLIT",
                                    "stride_xm", "stride_wn", "stride_ym")})  # fmt: skip
-    int4 = wfmt in (1, 3)
+    int4 = wfmt in (1, 3, 4)
     tile = TILE[WeightFormat(wfmt)]
     ce = dict(
         WFMT=wfmt, GROUP_SIZE=gs, GROUPS=step // gs, XQ=xq, XZ=xq, STATIC=False, HAS_BIAS=True,
@@ -323,6 +326,7 @@ def specs(target: str) -> list[Spec]:
         _decode_mma("int4wo.decode_mma", 1, 128, 128, target),
         _decode_mma("int8wo.decode_mma", 0, 16, 256, target),
         _decode_mma("w4a8.decode_mma", 3, 32, 64, target),
+        _decode_mma("mxwo_fp4.decode_mma", 4, 32, 64, target),
         # fp8 decode_mma serves CUDA only (ROCm keeps the FMA decode below)
         *([_decode_mma("fp8wo.decode_mma", 2, 16, 128, target)] if target.startswith("sm") else []),
         _wo("fp8wo.decode", f8, 2, 0, 16, 64, 128),

@@ -52,6 +52,8 @@ except ImportError:
     _mxd = None  # type: ignore[assignment]
 
 E8M0 = torch.float8_e8m0fnu
+DECODE_MMA_BLOCKS = (32, 64, 128, 256)
+"""fp4 block sizes the bf16 decode kernel takes (kernels/decode_mma.serves, MX_FP4)."""
 
 
 def _packed_len(n: int, elem: MXElem) -> int:
@@ -198,6 +200,25 @@ class MXWeight(MXTensor, QuantizedWeight):
     @property
     def scheme(self) -> Scheme:
         return Scheme.MX_WEIGHT_ONLY if self.act is ActQuant.NONE else Scheme.MX_MX
+
+    def build_derived(self) -> dict[str, Tensor]:
+        """CUDA, fp4 elements in blocks of 32..256: the E8M0 bytes group-major, [G, N]
+        (``scale_gm``), and ``big_scales``, an int32 [1] that is 1 when some byte is above
+        128 (or NaN): the bf16 decode kernel (kernels/decode_mma.py, WFMT 4) reads a block's
+        bytes for a tile of rows in one coalesced load, and takes its one-multiply path when
+        the flag is 0 (computed here once, on the device: no host sync). One byte a block of
+        32 beside its 16 bytes of codes (+6 % of the weight's memory)."""
+        if (
+            self.qdata.device.type != "cuda"
+            or self.elem is not MXElem.FP4_E2M1
+            or self.block_size not in DECODE_MMA_BLOCKS
+        ):
+            return {}
+        s = self.scale.view(torch.uint8)
+        return {
+            "scale_gm": s.t().contiguous(),
+            "big_scales": (s > 128).any().to(torch.int32).reshape(1),
+        }
 
     @property
     def dispatch_variant(self) -> str | None:

@@ -374,8 +374,18 @@ def _mx_decode(x: torch.Tensor, w: MXWeight | NVFP4Tensor, bias: Any) -> torch.T
         else:
             qdq = _k.mx_cast.mx_qdq_gpu if gpu else torch.ops.aoq.mx_qdq
             x = _call("mx_qdq", qdq, x, elem.value, bs, 1, rule)
+    d = w.derived() if isinstance(w, MXWeight) and x.dtype == torch.bfloat16 else {}
+    if "big_scales" in d:  # fp4 on CUDA: the bf16-pair decode (kernels/decode_mma.py)
+        gm, flag = d["scale_gm"].t(), d["big_scales"]
+        return _call("mx_decode", _mx_decode_bf16,
+                     x, w.qdata, gm, ts, elem.value, bs, fb, flag)  # fmt: skip
     return _call("mx_decode", _k.mx_decode.mx_decode_triton,
                  x, w.qdata, scale, ts, elem.value, bs, fb)  # fmt: skip
+
+
+def _mx_decode_bf16(*args: Any) -> torch.Tensor:
+    """mx_decode_triton with the weight's group-major bytes and BIG flag (the op's order)."""
+    return _k.mx_decode.mx_decode_triton(*args[:7], big_scales=args[7])
 
 
 for _name in (

@@ -212,3 +212,50 @@ def test_op_cpu_is_the_emulated_path_and_opcheck():
     for dev in ["cpu"] + (["cuda"] if torch.cuda.is_available() else []):
         args = (x.to(dev), q.to(dev), s.to(dev), None, "fp4_e2m1", 32, bias.to(dev))
         torch.library.opcheck(torch.ops.aoq.mx_decode.default, args)
+        # with MXWeight's derived group-major bytes and BIG flag (the bf16 decode on CUDA)
+        sg = s.view(torch.uint8).t().contiguous().t().to(dev)
+        flag = (sg > 128).any().to(torch.int32).reshape(1)
+        torch.library.opcheck(torch.ops.aoq.mx_decode.default, (*args[:2], sg, *args[3:], flag))
+
+
+def check_group_major_bytes_take_decode_mma(device: str) -> list[str]:
+    """``big_scales`` with group-major bytes (MXWeight.build_derived's layout): bf16 x and
+    fp4 codes go to decode_mma's bf16-pair decode, whose output is the emulated matmul up
+    to summation order, on its one-multiply path (every byte <= 128) and its BIG one (a
+    NaN block); fp16 x falls back to this kernel on a row-major copy, bit for bit its
+    result."""
+    from aoq.formats.mx import unpack_mx_codes
+
+    bad = []
+    g = torch.Generator().manual_seed(5)
+    n, k = 72, 256
+    q, s, _, _ = _weight(MXElem.FP4_E2M1, n, k, 32, g)
+    s = s.view(torch.uint8)
+    codes = unpack_mx_codes(q, MXElem.FP4_E2M1)
+    for scale in (torch.where(s == 255, 127, s).to(torch.uint8), s):
+        values = mx_dequantize(codes, scale, MXElem.FP4_E2M1, 32, 1)
+        qd, sd = q.to(device), scale.to(device)
+        gm, flag = sd.t().contiguous().t(), (sd > 128).any().to(torch.int32).reshape(1)
+        for dtype in (torch.bfloat16, torch.float16):
+            case = f"{dtype}/big {flag.item()}"
+            x = torch.randn(5, k, generator=g).to(dtype)
+            serves = mdc.dm.serves(x.to(device), qd, k // 32, mdc.FP4, gm, flag)
+            if serves != (dtype == torch.bfloat16):
+                bad.append(f"{case}: decode_mma serves {serves}")
+            plain = mdc.mx_decode_triton(x.to(device), qd, sd, None, "fp4_e2m1", 32, None)
+            got = mdc.mx_decode_triton(x.to(device), qd, gm, None, "fp4_e2m1", 32, None,
+                                       big_scales=flag)  # fmt: skip
+            if not _close(got, x.float() @ values.to(dtype).float().T):
+                bad.append(f"{case}: not the emulated matmul")
+            if dtype == torch.float16 and not _same(got, plain):
+                bad.append(f"{case}: the fallback is not the row-major kernel's result")
+    return bad
+
+
+def test_group_major_bytes_take_decode_mma_under_the_interpreter():
+    run_interpreted("test_mx_decode", "check_group_major_bytes_take_decode_mma")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+def test_group_major_bytes_take_decode_mma_on_gpu():
+    assert check_group_major_bytes_take_decode_mma("cuda") == []
