@@ -69,7 +69,8 @@ report: venv
 # aoq is imported, hence a pytest run of its own) against aoq.formats; the compile-target
 # subset (sm90, gfx942) runs inside `unit` (tests/kernels/test_targets.py).
 kernels-interpret: venv
-	TRITON_INTERPRET=1 $(VPY) -m pytest tests/kernels/test_interpret.py tests/kernels/test_decode_mma.py -q
+	TRITON_INTERPRET=1 $(VPY) -m pytest tests/kernels/test_interpret.py tests/kernels/test_decode_mma.py \
+		tests/kernels/test_decode_mma_mx.py -q
 
 test: lint typecheck unit kernels-interpret
 	$(MAKE) conform QUICK=1 BACKEND=cpu
