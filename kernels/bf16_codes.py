@@ -23,7 +23,6 @@
   (the reference's NaN; here NaN, or +-inf for a row holding an infinite weight). Per-channel
   scale as int8. (The FMA GEMV of weight_only.py took 24.7 us at K = N = 8192;
   decode_mma 21.1.)
-
 - MX fp4 e2m1 (``WFMT`` 4): ``prmt`` puts two bytes in the high bytes of a word's halves;
   shifts and one ``lop3`` each move a nibble's sign to bit 15 and its exponent and mantissa
   bits to where bf16 keeps the low exponent bits and the top mantissa bit: the bf16 of
@@ -34,7 +33,8 @@
   value does). 2.4 instructions a code. 2**(b - 1) is a bf16 only up to b = 128: a weight
   with a larger block scale (or a NaN one, 255) takes a second multiply by 2**(b - 128) (or
   NaN), chosen per launch by a flag the weight computes once (``BIG``).
-- Under the interpreter (no inline assembly) the same values come from plain integer and
+
+Under the interpreter (no inline assembly) the same values come from plain integer and
 float32 arithmetic, and the dot upcasts to float32 (the interpreter's bf16 dot is wrong).
 The low nibbles meet the even activations and the high nibbles the odd ones: x's tile is
 split in two by a reshape, so the codes are never interleaved.
@@ -185,17 +185,11 @@ def fp4_codes(b, sb, BIG: tl.constexpr, ASM: tl.constexpr):
     times 2**(b - 127) as [R, C] tensors: bf16 from the assembly; float32 under the
     interpreter (the reference's values, exact)."""
     if ASM:
-        sbb = tl.broadcast_to(sb[:, None], b.shape)
-        if BIG:
-            lo, hi = tl.inline_asm_elementwise(
-                _FP4_BIG_ASM, "=r,=r,=r,=r,r,r,r,r,r", [b, sbb],
-                dtype=(tl.bfloat16, tl.bfloat16), is_pure=True, pack=4,
-            )  # fmt: skip
-        else:
-            lo, hi = tl.inline_asm_elementwise(
-                _FP4_ASM, "=r,=r,=r,=r,r,r,r,r,r", [b, sbb],
-                dtype=(tl.bfloat16, tl.bfloat16), is_pure=True, pack=4,
-            )  # fmt: skip
+        lo, hi = tl.inline_asm_elementwise(
+            _FP4_BIG_ASM if BIG else _FP4_ASM, "=r,=r,=r,=r,r,r,r,r,r",
+            [b, tl.broadcast_to(sb[:, None], b.shape)], dtype=(tl.bfloat16, tl.bfloat16),
+            is_pure=True, pack=4,
+        )  # fmt: skip
     else:
         p = b.to(tl.int32)
         d = e8m0_value(sb)[:, None]

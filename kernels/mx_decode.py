@@ -179,8 +179,8 @@ def mx_decode_triton(
 
     ``big_scales`` (MXWeight.build_derived's flag; ``scale`` then its group-major bytes, a
     view with strides (1, N)): bf16 x and fp4 codes go to decode_mma's bf16-pair decode
-    (WFMT 4: the same weights, about half the time, bench/NOTES.md session 16); anything
-    it does not serve reads the bytes row-major here.
+    (WFMT 4: the same weights, ~30 % less time, bench/NOTES.md session 16); anything it
+    does not serve reads the bytes row-major here.
 
     ``one_row`` (x one row): the kernel quantize-dequantizes x itself (XQDQ), in one launch,
     to the values of the activation kernel: MX weights name the activation's scale rounding
@@ -198,17 +198,18 @@ def mx_decode_triton(
     if qdata.shape[1] * 8 != k * elem.spec.bits:
         raise ValueError(f"codes {tuple(qdata.shape)} do not hold K={k} {elem.value} elements")
     s = scale.view(torch.uint8)
+    gm = big_scales is not None  # group-major bytes: strides (1, N)
+    if s.shape != (n, k // block_size) or not (gm or s.is_contiguous()):
+        raise ValueError(f"scale {tuple(s.shape)}: expected contiguous ({n}, {k // block_size})")
+    backend = backend_of(x.device)
     y = torch.empty((m, n), dtype=out_dtype_for(x.dtype), device=x.device)
     if m == 0 or n == 0:
         return y.to(x.dtype)
-    if big_scales is not None and one_row is None and elem is MXElem.FP4_E2M1 and not nvfp4:
-        if dm.serves(x, qdata, k // block_size, FP4, s, big_scales):
-            dm.decode_mma(x, qdata, s, big_scales, bias, y, k // block_size, FP4, split)
-            return y.to(x.dtype)
-        s = s.contiguous()  # group-major bytes decode_mma did not take: a row-major copy
-    if s.shape != (n, k // block_size) or not s.is_contiguous():
-        raise ValueError(f"scale {tuple(s.shape)}: expected contiguous ({n}, {k // block_size})")
-    backend = backend_of(x.device)
+    fp4 = gm and one_row is None and elem is MXElem.FP4_E2M1 and not nvfp4
+    if fp4 and dm.serves(x, qdata, k // block_size, FP4, s, big_scales):
+        dm.decode_mma(x, qdata, s, big_scales, bias, y, k // block_size, FP4, split)
+        return y.to(x.dtype)
+    s = s.contiguous()  # group-major bytes decode_mma did not take: a row-major copy
     ebits, mbits, bias_e, nan = elem_params(elem)
     ts = tensor_scale if tensor_scale is not None else s
     bs = NVFP4_BLOCK if nvfp4 else block_size
