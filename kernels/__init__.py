@@ -5,6 +5,8 @@ One file per op family: a private ``@triton.jit`` kernel, a launcher registered 
 and a fake implementation for torch.compile:
 
 - ``act_quant``    int8 per-token (sym / asym / static) and float8 row / tensor activations
+- ``act_qdq``      int8 activation quantize-dequantize in one pass (W4A8 at large M)
+- ``act_one_row``  the activation row quantized inside a decode kernel at M = 1
 - ``weight_only``  int8, int4 (asymmetric, groupwise) and float8 weight-only linears; the
                    dequantize kernel of the dequantize-then-BLAS prefill path
 - ``int_act_mm``   W8A8 and W4A8 with exact int32 accumulators

@@ -69,6 +69,8 @@ class WeightFormat(enum.IntEnum):
     """two int4 codes per byte, each nibble holding q + 8 (W4A8); scale [N, G]."""
     MX_FP4 = 4
     """two MX fp4 (e2m1) codes per byte, low nibble first; E8M0 scale bytes [N, G]."""
+    MX_FP8 = 5
+    """MX fp8 e4m3 codes [N, K] (uint8 bits); E8M0 scale bytes [N, G]."""
 
 
 def backend_of(device: torch.device) -> Backend:

@@ -93,53 +93,15 @@ def _codes(x, s, z, q_dtype, MODE: tl.constexpr, QMAX: tl.constexpr):
 
 
 @triton.jit
-def one_row_scale(
-    x_ptr, given_ptr, s_ptr, K,
-    MODE: tl.constexpr, GIVEN: tl.constexpr, TENSOR: tl.constexpr, QMAX: tl.constexpr,
-    BLOCK: tl.constexpr,
-):  # fmt: skip
-    """The (scale, zero point) float32 scalars of a one-row x [1, K], for kernels that
-    quantize their activation tiles themselves at M = 1 (``quantize_one_row``): bit for bit
-    the scale of _act_quant_kernel (int8 modes, float8 per row), or TENSOR, the per-tensor
-    float8 scale of _row_amax_kernel (SCALE). GIVEN: the float32 scalar at given_ptr (static
-    int8). Else the scale is also stored at s_ptr (by every program: the same bits) for
-    epilogues that load it, and the program's threads are synchronised after the store.
-    Maxima are taken element by element over the tiles, then reduced: the same value as the
-    row's one reduction (max and min are exact)."""
-    lo = tl.zeros((BLOCK,), tl.float32)
-    hi = tl.zeros((BLOCK,), tl.float32)
-    if GIVEN:
-        s = tl.load(given_ptr).to(tl.float32)
-        z = tl.min(lo, axis=0)
+def _stored(x, s, z, out_dtype, MODE: tl.constexpr, QMAX: tl.constexpr, QDQ: tl.constexpr):
+    """What _act_quant_kernel stores: the codes, or (QDQ, int8 modes) their values in the
+    output's dtype: (q - z) * s in float32, rounded once (kernels/act_qdq.py)."""
+    if QDQ:
+        q = _codes(x, s, z, tl.int8, MODE, QMAX).to(tl.float32)
+        v = ((q - z[:, None]) * s[:, None]).to(out_dtype)
     else:
-        for k0 in range(0, K, BLOCK):
-            offs = k0 + tl.arange(0, BLOCK)
-            x = tl.load(x_ptr + offs, mask=offs < K, other=0.0).to(tl.float32)
-            if MODE == 1:
-                lo = tl.minimum(lo, x)
-                hi = tl.maximum(hi, x)
-            else:
-                hi = tl.maximum(hi, tl.abs(x))
-        if TENSOR:
-            s = _tensor_scale(hi, QMAX)
-            z = tl.min(lo, axis=0)
-        elif MODE == 1:
-            s, z = _scale_zero(tl.min(lo, axis=0), tl.max(hi, axis=0), MODE, QMAX)
-        else:
-            amax = tl.max(hi, axis=0)
-            s, z = _scale_zero(-amax, amax, MODE, QMAX)
-        tl.store(s_ptr, s)
-        tl.debug_barrier()
-    return s, z
-
-
-@triton.jit
-def quantize_one_row(x, s, z, q_dtype, MODE: tl.constexpr, QMAX: tl.constexpr):
-    """Codes of an activation tile [R, C] of a one-row x (rows past the first are masked
-    zeros: code 0 for any scale) with that row's scalars from one_row_scale."""
-    sv = tl.zeros((x.shape[0],), tl.float32) + s
-    zv = tl.zeros((x.shape[0],), tl.float32) + z
-    return _codes(x, sv, zv, q_dtype, MODE, QMAX)
+        v = _codes(x, s, z, out_dtype, MODE, QMAX)
+    return v
 
 
 @triton.jit
@@ -147,12 +109,13 @@ def _act_quant_kernel(
     x_ptr, q_ptr, s_ptr, z_ptr, given_ptr, M, K, stride_xm, stride_qm,
     MODE: tl.constexpr, GIVEN: tl.constexpr, QMAX: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, ONE_TILE: tl.constexpr,
-    REVERSE: tl.constexpr = False,
+    REVERSE: tl.constexpr = False, QDQ: tl.constexpr = False,
 ):  # fmt: skip
     """Quantize BLOCK_M rows. GIVEN: the scale is the float32 scalar at given_ptr (static
     int8, or the per-tensor float8 scale from the amax pass). ONE_TILE: K <= BLOCK_K, the
     rows are read once and kept in registers. REVERSE: the last rows first (the per-tensor
-    second pass: the amax pass read them last, so part of them is still in L2)."""
+    second pass: the amax pass read them last, so part of them is still in L2). QDQ: the
+    codes' values in q's dtype instead of the codes."""
     pid = tl.program_id(0)
     if REVERSE:
         pid = tl.num_programs(0) - 1 - pid
@@ -175,26 +138,31 @@ def _act_quant_kernel(
         else:  # symmetric: one reduction, max |x| = max(max x, -min x)
             hi = tl.max(tl.abs(x), axis=1)
             s, z = _scale_zero(-hi, hi, MODE, QMAX)
-        tl.store(q_rows + offs_k[None, :], _codes(x, s, z, q_dtype, MODE, QMAX), mask=mask)
+        tl.store(q_rows + offs_k[None, :], _stored(x, s, z, q_dtype, MODE, QMAX, QDQ), mask=mask)
     else:
         if GIVEN:
             s = tl.zeros((BLOCK_M,), tl.float32) + tl.load(given_ptr)
             z = tl.zeros((BLOCK_M,), tl.float32)
         else:
-            lo = tl.zeros((BLOCK_M,), tl.float32)
-            hi = tl.zeros((BLOCK_M,), tl.float32)
+            # element-wise extremes, reduced once after the loop: reducing every tile into
+            # a loop-carried row value crashed Triton 3.6 for float32 x (asymmetric, K past
+            # one tile: TritonGPUOptimizeThreadLocality, "loopResult.hasOneUse()")
+            lo = tl.zeros((BLOCK_M, BLOCK_K), tl.float32)
+            hi = tl.zeros((BLOCK_M, BLOCK_K), tl.float32)
             for k0 in range(0, K, BLOCK_K):
                 offs_k = k0 + tl.arange(0, BLOCK_K)
                 mask = mmask[:, None] & (offs_k < K)[None, :]
                 x = tl.load(x_rows + offs_k[None, :], mask=mask, other=0.0).to(tl.float32)
-                lo = tl.minimum(lo, tl.min(x, axis=1))
-                hi = tl.maximum(hi, tl.max(x, axis=1))
-            s, z = _scale_zero(lo, hi, MODE, QMAX)
+                lo = tl.minimum(lo, x)
+                hi = tl.maximum(hi, x)
+            s, z = _scale_zero(tl.min(lo, axis=1), tl.max(hi, axis=1), MODE, QMAX)
         for k0 in range(0, K, BLOCK_K):
             offs_k = k0 + tl.arange(0, BLOCK_K)
             mask = mmask[:, None] & (offs_k < K)[None, :]
             x = tl.load(x_rows + offs_k[None, :], mask=mask, other=0.0)
-            tl.store(q_rows + offs_k[None, :], _codes(x, s, z, q_dtype, MODE, QMAX), mask=mask)
+            tl.store(
+                q_rows + offs_k[None, :], _stored(x, s, z, q_dtype, MODE, QMAX, QDQ), mask=mask
+            )
     if not GIVEN:
         tl.store(s_ptr + offs_m, s, mask=mmask)
     elif MODE == 2 and tl.program_id(0) == 0:  # static int8: the scale, copied (never an alias)

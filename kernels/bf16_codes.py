@@ -34,6 +34,12 @@
   with a larger block scale (or a NaN one, 255) takes a second multiply by 2**(b - 128) (or
   NaN), chosen per launch by a flag the weight computes once (``BIG``).
 
+- MX fp8 e4m3 (``WFMT`` 5): fp8's placement (the bf16 of v * 2**-120), and one
+  ``fma.rn.bf16x2`` by the block's 2**(b - 7) instead of 2**120: v * 2**(b - 127) rounded once,
+  the emulated path's bf16 weight, for b <= 134 (``BIG``: a second multiply above, NaN for
+  255). 2.5 instructions a code. The NaN codes would come out finite: a weight holding one is
+  not served (aoq.tensors.mx.MXWeight.build_derived).
+
 Under the interpreter (no inline assembly) the same values come from plain integer and
 float32 arithmetic, and the dot upcasts to float32 (the interpreter's bf16 dot is wrong).
 The low nibbles meet the even activations and the high nibbles the odd ones: x's tile is
@@ -79,9 +85,8 @@ fma.rn.bf16x2 $1, m1, one, c1;
 }""")
 """Four int8 codes ($2) -> four bf16 (two words, the first code in the low half)."""
 
-_FP8_ASM = tl.constexpr("""{
-.reg .b32 h0, h1, big, nz;
-mov.b32 big, 0x7B807B80;
+_FP8_HEAD = """
+.reg .b32 h0, h1, p, q, nz;
 mov.b32 nz, 0x80008000;
 prmt.b32 h0, $2, 0, 0x9180;
 prmt.b32 h1, $2, 0, 0xB3A2;
@@ -89,14 +94,15 @@ shl.b32 h0, h0, 4;
 shl.b32 h1, h1, 4;
 and.b32 h0, h0, 0x87F087F0;
 and.b32 h1, h1, 0x87F087F0;
-fma.rn.bf16x2 $0, h0, big, nz;
-fma.rn.bf16x2 $1, h1, big, nz;
-}""")
-"""Four float8 e4m3fn codes ($2) -> four bf16 (big: 2**120 in both halves; nz: -0.0)."""
+"""
+"""Four float8 e4m3fn codes ($2) placed as the bf16 of v * 2**-120 (h0, h1; nz: -0.0)."""
+_FP8_ONE = "fma.rn.bf16x2 $0, h0, p, nz;\nfma.rn.bf16x2 $1, h1, p, nz;\n"
+_FP8_ASM = tl.constexpr("{" + _FP8_HEAD + "mov.b32 p, 0x7B807B80;\n" + _FP8_ONE + "}")
+"""Four float8 e4m3fn codes ($2) -> four bf16 (p: 2**120 in both halves)."""
 
 
 _FP4_HEAD = """
-.reg .b32 t0, t1, a, c, m, p, nz;
+.reg .b32 t0, t1, a, c, m, p, q, nz;
 mov.b32 nz, 0x80008000;
 prmt.b32 t0, $4, 0, 0x1404;
 prmt.b32 t1, $4, 0, 0x3424;
@@ -115,24 +121,31 @@ _FP4_ONE = "fma.rn.bf16x2 ${o}, m, p, nz;"
 _FP4_TWO = "fma.rn.bf16x2 m, m, p, nz;\nfma.rn.bf16x2 ${o}, m, q, nz;"
 
 
+def _mx_scale(big: bool, limit: int, bias: int, b: str) -> str:
+    """p (and for ``big`` q) from the E8M0 byte in operand ``b``: the bf16 of 2**(b - bias)
+    in both halves for b <= limit; big: p = 2**(min(b, limit) - bias), q = 2**(max(b, limit)
+    - limit), q NaN for b = 255. (A bf16 of exponent e - 127 has the bits e << 7.)"""
+    add = f"0x{(127 - bias) << 7:04X}{(127 - bias) << 7:04X}"
+    if not big:
+        return f"mad.lo.u32 p, {b}, 0x00800080, {add};"
+    return f"""
+.reg .b32 e;
+.reg .pred nan;
+min.u32 e, {b}, {limit};
+mad.lo.u32 p, e, 0x00800080, {add};
+max.u32 e, {b}, {limit};
+sub.u32 e, e, {limit - 127};
+mul.lo.u32 q, e, 0x00800080;
+setp.eq.u32 nan, {b}, 255;
+selp.b32 q, 0x7FC07FC0, q, nan;
+"""
+
+
 def _fp4_asm(big: bool) -> str:
     """Four bytes ($4) -> low nibbles ($0 $1) and high nibbles ($2 $3) of two bytes each,
     times the block's power of two (from its E8M0 byte, $5)."""
     mul = _FP4_TWO if big else _FP4_ONE
-    if big:  # p = 2**(min(b, 128) - 1), q = 2**(max(b, 128) - 128), NaN for b = 255
-        scale = """
-.reg .b32 q, e;
-.reg .pred nan;
-min.u32 e, $5, 128;
-mad.lo.u32 p, e, 0x00800080, 0x3F003F00;
-max.u32 e, $5, 128;
-sub.u32 e, e, 1;
-mul.lo.u32 q, e, 0x00800080;
-setp.eq.u32 nan, $5, 255;
-selp.b32 q, 0x7FC07FC0, q, nan;
-"""
-    else:  # p = 2**(b - 1) in both halves: (b + 126) << 7
-        scale = "mad.lo.u32 p, $5, 0x00800080, 0x3F003F00;"
+    scale = _mx_scale(big, 128, 1, "$5")  # p = 2**(b - 1) up to b = 128
     pairs = [
         _FP4_PAIR.format(t=t, mul=mul.format(o=lo), mul_hi=mul.format(o=hi))
         for t, lo, hi in (("t0", 0, 2), ("t1", 1, 3))
@@ -140,8 +153,21 @@ selp.b32 q, 0x7FC07FC0, q, nan;
     return "{" + _FP4_HEAD + scale + "".join(pairs) + "}"
 
 
+def _mxfp8_asm(big: bool) -> str:
+    """Four MX fp8 e4m3 codes ($2) -> four bf16 ($0 $1) times their block's 2**(b - 127)
+    (its E8M0 byte $3): p = 2**(b - 7) where fp8's placement multiplies by 2**120."""
+    muls = _FP8_ONE
+    if big:
+        muls = "".join(
+            f"fma.rn.bf16x2 h{i}, h{i}, p, nz;\nfma.rn.bf16x2 ${i}, h{i}, q, nz;\n" for i in (0, 1)
+        )
+    return "{" + _FP8_HEAD + _mx_scale(big, 134, 7, "$3") + "\n" + muls + "}"
+
+
 _FP4_ASM = tl.constexpr(_fp4_asm(False))
 _FP4_BIG_ASM = tl.constexpr(_fp4_asm(True))
+_MXFP8_ASM = tl.constexpr(_mxfp8_asm(False))
+_MXFP8_BIG_ASM = tl.constexpr(_mxfp8_asm(True))
 
 
 @triton.jit
@@ -196,3 +222,22 @@ def fp4_codes(b, sb, BIG: tl.constexpr, ASM: tl.constexpr):
         lo = elem_value(p & 15, 2, 1, 1, 0) * d
         hi = elem_value(p >> 4, 2, 1, 1, 0) * d
     return lo, hi
+
+
+@triton.jit
+def mxfp8_codes(q, sb, BIG: tl.constexpr, ASM: tl.constexpr):
+    """uint8 [R, C] MX fp8 e4m3 codes, int32 [R] E8M0 bytes of their block (BIG: some block
+    of the weight has a byte above 134) -> their values times 2**(b - 127): bf16 from the
+    assembly; float32 under the interpreter (the reference's values, exact)."""
+    if ASM:
+        w = tl.inline_asm_elementwise(
+            _MXFP8_BIG_ASM if BIG else _MXFP8_ASM, "=r,=r,r,r,r,r,r",
+            [q, tl.broadcast_to(sb[:, None], q.shape)], dtype=tl.bfloat16, is_pure=True,
+            pack=4,
+        )  # fmt: skip
+    else:  # exact in float32, then onto bf16's subnormal grid (2**-133, nearest even) as
+        # the assembly's one rounding: adding 1.5 * 2**-110 (the sum's ulp 2**-133 for either
+        # sign) rounds, subtracting it is exact; larger values have no bits that fine
+        w = elem_value(q.to(tl.int32), 4, 3, 7, 1) * e8m0_value(sb)[:, None]
+        w = (w + 1.1555579666323415e-33) - 1.1555579666323415e-33
+    return w

@@ -40,7 +40,7 @@ import triton.language as tl
 from aoq.kernels import splitk
 from aoq.kernels._common import INTERPRET, WeightFormat, backend_of, epilogue, mma
 from aoq.kernels._launch import launch
-from aoq.kernels.bf16_codes import byte_codes, fp4_codes, int4_codes
+from aoq.kernels.bf16_codes import byte_codes, fp4_codes, int4_codes, mxfp8_codes
 
 from aoq.backends import Backend
 
@@ -58,7 +58,7 @@ def _group_params(s_ptr, z_ptr, srow, nmask, k0, k_hi, stride_sg, WFMT: tl.const
         z = tl.load(z_ptr + srow + g, mask=m, other=0).to(tl.int32)
     else:
         z = tl.full(srow.shape, 8, tl.int32)
-    if WFMT == 4:  # E8M0 bytes
+    if WFMT >= 4:  # E8M0 bytes
         s = s.to(tl.int32)
     return s, z
 
@@ -82,13 +82,58 @@ def _step_params(s_ptr, z_ptr, srow, nmask, k0, k_hi, stride_sg, WFMT: tl.conste
 
 
 @triton.jit
+def _weights_mma(acc, acc_t, w, xt, UPCAST: tl.constexpr, WT: tl.constexpr):
+    """(acc, acc_t) plus x's tile times the decoded weights w [BLOCK_N, C] (one per byte), in
+    either orientation."""
+    if not UPCAST:
+        w = w.to(tl.bfloat16)
+    if WT:
+        acc_t = mma(w, tl.trans(xt), acc_t, UPCAST, "ieee")
+    else:
+        acc = mma(xt, tl.trans(w), acc, UPCAST, "ieee")
+    return acc, acc_t
+
+
+@triton.jit
+def _nibble_step(acc, acc_t, xt, wptrs, nmask, s_cur, z_cur, WFMT: tl.constexpr,
+                 GROUP_SIZE: tl.constexpr, BIG: tl.constexpr, ASM: tl.constexpr,
+                 UPCAST: tl.constexpr, WT: tl.constexpr):  # fmt: skip
+    """One group of two codes a byte: the low nibbles meet x's even columns, the high ones
+    its odd columns. int4 sums the group apart and scales it; MX fp4 has the scale in the
+    codes' values."""
+    xe, xo = tl.split(tl.reshape(xt, (16, GROUP_SIZE // 2, 2)))
+    b = tl.load(wptrs, mask=nmask[:, None], other=0)
+    if WFMT == 4:
+        lo, hi = fp4_codes(b, s_cur, BIG, ASM)
+    else:
+        lo, hi = int4_codes(b, z_cur, ASM)
+    if not UPCAST:
+        lo, hi = lo.to(tl.bfloat16), hi.to(tl.bfloat16)
+    if WFMT == 4 and WT:
+        acc_t = mma(lo, tl.trans(xe), acc_t, UPCAST, "ieee")
+        acc_t = mma(hi, tl.trans(xo), acc_t, UPCAST, "ieee")
+    elif WFMT == 4:
+        acc = mma(xe, tl.trans(lo), acc, UPCAST, "ieee")
+        acc = mma(xo, tl.trans(hi), acc, UPCAST, "ieee")
+    elif WT:
+        part = mma(lo, tl.trans(xe), tl.zeros(acc_t.shape, dtype=tl.float32), UPCAST, "ieee")
+        part = mma(hi, tl.trans(xo), part, UPCAST, "ieee")
+        acc_t += part * s_cur[:, None]
+    else:
+        part = mma(xe, tl.trans(lo), tl.zeros(acc.shape, dtype=tl.float32), UPCAST, "ieee")
+        part = mma(xo, tl.trans(hi), part, UPCAST, "ieee")
+        acc += part * s_cur[None, :]
+    return acc, acc_t
+
+
+@triton.jit
 def _group_steps(
     acc, acc_t, xrows, wrows, s_ptr, z_ptr, srow, nmask, mmask, xz, k_lo, k_hi, stride_sg,
     WFMT: tl.constexpr, GROUP_SIZE: tl.constexpr, GROUPS: tl.constexpr, XQ: tl.constexpr,
     XZ: tl.constexpr, BLOCK_K: tl.constexpr, ASM: tl.constexpr, UPCAST: tl.constexpr,
     WT: tl.constexpr, PREF: tl.constexpr, BIG: tl.constexpr,
 ):  # fmt: skip
-    """The main loop of the grouped formats (int4, W4A8, MX fp4) over K range [k_lo, k_hi):
+    """The main loop of the grouped formats (int4, W4A8, MX) over K range [k_lo, k_hi):
     (acc, acc_t) plus this range's products. ``wrows``: each row's first code byte plus the
     group's byte offsets; ``srow``: each row's scale offset; BIG: MX fp4's second multiply."""
     offs_g = tl.arange(0, GROUP_SIZE)
@@ -122,30 +167,13 @@ def _group_steps(
                 xt = xt.to(tl.int32) - xz
             if XQ:  # (the interpreter's int8 -> bf16 conversion is not exact)
                 xt = xt.to(tl.float32 if UPCAST else tl.bfloat16)
-            xe, xo = tl.split(tl.reshape(xt, (16, GROUP_SIZE // 2, 2)))
-            b = tl.load(wrows + kg // 2, mask=nmask[:, None], other=0)
-            if WFMT == 4:  # the block scale is in the codes' values: no flush
-                lo, hi = fp4_codes(b, s_cur, BIG, ASM)
+            if WFMT == 5:  # MX fp8: a byte a code, the block scale in the values
+                b = tl.load(wrows + kg, mask=nmask[:, None], other=0)
+                acc, acc_t = _weights_mma(acc, acc_t, mxfp8_codes(b, s_cur, BIG, ASM), xt,
+                                          UPCAST, WT)  # fmt: skip
             else:
-                lo, hi = int4_codes(b, z_cur, ASM)
-            if not UPCAST:
-                lo, hi = lo.to(tl.bfloat16), hi.to(tl.bfloat16)
-            if WFMT == 4 and WT:
-                acc_t = mma(lo, tl.trans(xe), acc_t, UPCAST, "ieee")
-                acc_t = mma(hi, tl.trans(xo), acc_t, UPCAST, "ieee")
-            elif WFMT == 4:
-                acc = mma(xe, tl.trans(lo), acc, UPCAST, "ieee")
-                acc = mma(xo, tl.trans(hi), acc, UPCAST, "ieee")
-            elif WT:
-                part = mma(lo, tl.trans(xe), tl.zeros(acc_t.shape, dtype=tl.float32),
-                           UPCAST, "ieee")  # fmt: skip
-                part = mma(hi, tl.trans(xo), part, UPCAST, "ieee")
-                acc_t += part * s_cur[:, None]
-            else:
-                part = mma(xe, tl.trans(lo), tl.zeros(acc.shape, dtype=tl.float32),
-                           UPCAST, "ieee")  # fmt: skip
-                part = mma(xo, tl.trans(hi), part, UPCAST, "ieee")
-                acc += part * s_cur[None, :]
+                acc, acc_t = _nibble_step(acc, acc_t, xt, wrows + kg // 2, nmask, s_cur, z_cur,
+                                          WFMT, GROUP_SIZE, BIG, ASM, UPCAST, WT)  # fmt: skip
     return acc, acc_t
 
 
@@ -157,12 +185,16 @@ def _decode_mma_kernel(
     XZ: tl.constexpr, STATIC: tl.constexpr, HAS_BIAS: tl.constexpr, SPLIT_K: tl.constexpr,
     TAIL: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, ASM: tl.constexpr,
     UPCAST: tl.constexpr, WT: tl.constexpr = False, PREF: tl.constexpr = False,
+    BIG: tl.constexpr = 0,
 ):  # fmt: skip
     """Program (n, s): outputs [16, BLOCK_N] over K range s. int4 (WFMT 1: zero points from
     z_ptr; 3: symmetric, q + 8 stored): GROUPS quantization groups a step; int8 (WFMT 0) and
     fp8 (2): per-channel scales. XQ: x holds int8 codes (W4A8), less the row's zero point
     xz (XZ: asymmetric activations; -255..255), exact in bf16, so a group's products sum
-    exactly in float32; scaled by xs per row (STATIC: one scalar) at the end. SPLIT_K > 1
+    exactly in float32; scaled by xs per row (STATIC: one scalar) at the end. MX (WFMT 4
+    fp4, 5 fp8 e4m3): BIG 0 every block scale is at most 2**1 (fp8: 2**7; one multiply), 1
+    some is above (a second multiply), 2 the host does not know: the int32 at z_ptr says.
+    SPLIT_K > 1
     stores float32 partials, which the last program of the column tile (TAIL,
     splitk.finish) or splitk.reduce_partials sums, then applies int8's channel scale, xs
     and the bias."""
@@ -177,20 +209,20 @@ def _decode_mma_kernel(
     acc_t = tl.zeros((BLOCK_N, 16), dtype=tl.float32)  # WT: the weights are the MMA's A
     k_lo = pid_k * K_SPLIT
     k_hi = tl.minimum(K, k_lo + K_SPLIT)
-    if WFMT == 1 or WFMT == 3 or WFMT == 4:
+    if WFMT == 1 or WFMT >= 3:
         wrows = (
             w_ptr
             + offs_n.to(tl.int64)[:, None] * stride_wn
-            + tl.arange(0, GROUP_SIZE // 2)[None, :]
+            + tl.arange(0, GROUP_SIZE // (1 if WFMT == 5 else 2))[None, :]
         )
         srow = offs_n.to(tl.int64) * stride_sn
         xz = tl.zeros((16, 1), tl.int32)
         if XZ:
             xz = tl.load(xz_ptr + offs_m, mask=mmask, other=0)[:, None]
-        big = 0
-        if WFMT == 4:
-            big = tl.load(z_ptr)  # int32: some block scale of the weight is above 2**1
-        if big != 0:  # one uniform branch per program (in the loop it cost 10 us of 24)
+        big = BIG == 1
+        if BIG == 2:  # one uniform branch per program: ~7 us of 31 at 8192^2 (in the loop 10)
+            big = tl.load(z_ptr) != 0  # int32: some block scale of the weight is above 2**1
+        if big:
             acc, acc_t = _group_steps(
                 acc, acc_t, xrows, wrows, s_ptr, z_ptr, srow, nmask, mmask, xz, k_lo, k_hi,
                 stride_sg, WFMT, GROUP_SIZE, GROUPS, XQ, XZ, BLOCK_K, ASM, UPCAST, WT, PREF, True,
@@ -208,13 +240,7 @@ def _decode_mma_kernel(
         for k0 in range(k_lo, k_hi, BLOCK_K):
             xt = tl.load(xrows + (k0 + offs_k0)[None, :], mask=mmask[:, None], other=0.0)
             q = tl.load(wrows + k0, mask=nmask[:, None], other=0)
-            w = byte_codes(q, WFMT, ASM)
-            if not UPCAST:
-                w = w.to(tl.bfloat16)
-            if WT:
-                acc_t = mma(w, tl.trans(xt), acc_t, UPCAST, "ieee")
-            else:
-                acc = mma(xt, tl.trans(w), acc, UPCAST, "ieee")
+            acc, acc_t = _weights_mma(acc, acc_t, byte_codes(q, WFMT, ASM), xt, UPCAST, WT)
     if WT:
         acc = tl.trans(acc_t)
     if SPLIT_K > 1:
@@ -235,6 +261,8 @@ TILE = {
                             "per_sm": 10, "WT": True, "PREF": True},
     WeightFormat.MX_FP4: {"BLOCK_N": 64, "STEP_K": 64, "num_warps": 2, "num_stages": 3,
                           "per_sm": 10, "WT": True, "PREF": True},
+    WeightFormat.MX_FP8: {"BLOCK_N": 64, "STEP_K": 128, "num_warps": 2, "num_stages": 3,
+                          "per_sm": 8, "WT": True, "PREF": True},
     WeightFormat.INT8: {"BLOCK_N": 32, "STEP_K": 256, "num_warps": 2, "num_stages": 4,
                         "per_sm": 4, "WT": True},
     WeightFormat.FP8: {"BLOCK_N": 64, "STEP_K": 128, "num_warps": 2, "num_stages": 4,
@@ -252,8 +280,15 @@ split up to one full wave, not only powers of two), orientation (WT), scale pref
 - INT4_SYM (W4A8, 2 <= M <= 16, groups of 32): two groups a step from group-major scales,
   23.3-25.2 us against 35.3-38.2 (session 9's 128 x 128, 4 warps); row-major scales
   34.1-36.7; other tiles slower.
+- MX_FP8: 30.4 / 27.8 / 26.7 us at M 1 against 30.7 / 30.0 / 26.7 for 4 stages at 4 an SM;
+  24 other tiles (32-128 rows, 64-128 K, 3-4 stages, no PREF) no faster (session 17).
 - INT8 / FP8: 19.3-21.2 / 19.4-21.0 us at M 1 against 19.5-21.3 / 19.4-21.2 (64 x 128 or
   64 x 256 on 4 warps); M 16 19.4-22.7 / 20.4-22.6 against 20.9-23.2 / 21.2-22.8."""
+
+
+BIG_MODE = {0: 0, 2: 1, 1: 2}
+"""MX fp4's BIG flag's length -> the kernel's BIG (aoq.tensors.mx.big_scale_flag): [0] no
+block scale above 2**1, [2] some, [1] the answer on the device."""
 
 
 def serves(
@@ -269,8 +304,9 @@ def serves(
     per-channel int8 or float8 e4m3fn with K a multiple of 16 (fp8 on CUDA, where its
     conversion is assembly, and the interpreter). int4 scales [N, G] (and zero points, with
     the same strides) row-major or group-major. MX fp4: bf16 x, blocks of 32..256 (their
-    E8M0 bytes as the scale) and the weight's int32 ``BIG`` flag as ``zero``."""
-    mx = wfmt is WeightFormat.MX_FP4
+    E8M0 bytes as the scale) and the weight's int32 BIG flag as ``zero``
+    (aoq.tensors.mx.big_scale_flag: its length says whether the host knows its value)."""
+    mx = wfmt in (WeightFormat.MX_FP4, WeightFormat.MX_FP8)
     if scale is not None and scale.dim() == 2 and scale.shape[1] > 1:
         if scale.stride() not in ((scale.shape[1], 1), (1, scale.shape[0])):
             return False
@@ -282,9 +318,11 @@ def serves(
         return False
     if not (qdata.is_contiguous() and x.stride(1) == 1):
         return False
-    if mx and (zero is None or zero.dtype != torch.int32 or zero.numel() != 1):
+    if mx and (zero is None or zero.dtype != torch.int32 or zero.numel() not in BIG_MODE):
         return False
-    if wfmt in (WeightFormat.UINT4, WeightFormat.INT4_SYM, WeightFormat.MX_FP4):
+    if mx and backend_of(x.device) is Backend.ROCM:  # its float path flushes subnormals
+        return False
+    if wfmt in (WeightFormat.UINT4, WeightFormat.INT4_SYM) or mx:
         return k // groups in (32, 64, 128, 256) and k % groups == 0
     if wfmt is WeightFormat.FP8:
         if qdata.dtype != torch.float8_e4m3fn or backend_of(x.device) is Backend.ROCM:
@@ -310,8 +348,8 @@ def decode_mma(
 ) -> None:
     """Launch the kernel (the caller checked :func:`serves`): y = x W^T (+ bias), W from
     ``qdata`` (uint8 int4 pairs, int8 or float8 e4m3fn) with ``scale`` [N, groups] (and ``zero`` for
-    UINT4; MX_FP4: uint8 E8M0 bytes, ``zero`` the weight's int32 [1] flag, nonzero when a byte
-    is above 128); INT4_SYM takes int8 ``x``, its ``x_scale`` ([M] or [] static) and, for asymmetric
+    UINT4; MX_FP4: uint8 E8M0 bytes, ``zero`` the weight's BIG flag, :data:`BIG_MODE`);
+    INT4_SYM takes int8 ``x``, its ``x_scale`` ([M] or [] static) and, for asymmetric
     activations, ``x_zero`` (int32 [M]). ``split``
     forces split-K; ``tile`` overrides TILE (benchmarks)."""
     m, k = x.shape
@@ -334,6 +372,11 @@ def decode_mma(
     n_prog = triton.cdiv(n, bn)
     p = splitk.plan(y, backend, n_prog, k, bk, split, per_sm=per_sm, exact=exact)
     xq = x_scale is not None
+    if wfmt in (WeightFormat.MX_FP4, WeightFormat.MX_FP8):
+        if zero is None or zero.numel() not in BIG_MODE:
+            raise ValueError("MX weights take their BIG flag as zero (see serves)")
+        cfg["BIG"] = BIG_MODE[zero.numel()]
+        zero = zero if cfg["BIG"] == 2 else None  # (an empty tensor may have no address)
     epi = dict(col_scale=scale if per_channel else None, row_scale=x_scale, bias=bias)
     launch(_decode_mma_kernel, (n_prog, p.split),
         x, qdata, scale, zero if zero is not None else scale,

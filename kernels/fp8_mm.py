@@ -30,7 +30,7 @@ from aoq.kernels._common import (
     out_dtype_for,
 )
 from aoq.kernels._launch import launch
-from aoq.kernels.act_quant import one_row_scale, quantize_one_row
+from aoq.kernels.act_one_row import one_row_scale, quantize_one_row
 from aoq.kernels.configs import autotune, decode_tile, mm_configs
 
 from aoq.formats import float8

@@ -36,7 +36,7 @@ from aoq.kernels._common import (
     unpack_nibbles,
 )
 from aoq.kernels._launch import launch
-from aoq.kernels.act_quant import one_row_scale, quantize_one_row
+from aoq.kernels.act_one_row import one_row_scale, quantize_one_row
 from aoq.kernels.configs import autotune, decode_tile, fit_group, mm_configs
 from aoq.kernels.w4a8_gemv import w4a8_gemv
 

@@ -39,6 +39,8 @@ from aoq.formats.nvfp4 import NVFP4_BLOCK, nvfp4_dequantize
 from aoq.formats.packing import unpack_uint4
 
 FP4 = WeightFormat.MX_FP4
+DECODE_MMA_FORMATS = {MXElem.FP4_E2M1: FP4, MXElem.FP8_E4M3: WeightFormat.MX_FP8}
+"""MX elements decode_mma serves with bf16 activations (its bf16-pair decode)."""
 ROW_CHUNK = tl.constexpr(2048)
 """Elements a step of the NVFP4 one-row amax reads."""
 
@@ -177,10 +179,10 @@ def mx_decode_triton(
     ``scale`` E8M0 [N, K / block_size]; NVFP4 (``tensor_scale`` given): e4m3 [N, K / 16] and
     elem fp4_e2m1. ``split`` forces the split-K (tests).
 
-    ``big_scales`` (MXWeight.build_derived's flag; ``scale`` then its group-major bytes, a
-    view with strides (1, N)): bf16 x and fp4 codes go to decode_mma's bf16-pair decode
-    (WFMT 4: the same weights, ~30 % less time, bench/NOTES.md session 16); anything it
-    does not serve reads the bytes row-major here.
+    ``big_scales`` (aoq.tensors.mx.big_scale_flag; ``scale`` then its group-major bytes, a
+    view with strides (1, N)): bf16 x and fp4 or fp8 e4m3 codes go to decode_mma's
+    bf16-pair decode (WFMT 4 and 5: the same weights, in about half the time, bench/NOTES.md
+    sessions 16 and 17); anything it does not serve reads the bytes row-major here.
 
     ``one_row`` (x one row): the kernel quantize-dequantizes x itself (XQDQ), in one launch,
     to the values of the activation kernel: MX weights name the activation's scale rounding
@@ -205,9 +207,9 @@ def mx_decode_triton(
     y = torch.empty((m, n), dtype=out_dtype_for(x.dtype), device=x.device)
     if m == 0 or n == 0:
         return y.to(x.dtype)
-    fp4 = gm and one_row is None and elem is MXElem.FP4_E2M1 and not nvfp4
-    if fp4 and dm.serves(x, qdata, k // block_size, FP4, s, big_scales):
-        dm.decode_mma(x, qdata, s, big_scales, bias, y, k // block_size, FP4, split)
+    wfmt = DECODE_MMA_FORMATS.get(elem) if gm and one_row is None and not nvfp4 else None
+    if wfmt is not None and dm.serves(x, qdata, k // block_size, wfmt, s, big_scales):
+        dm.decode_mma(x, qdata, s, big_scales, bias, y, k // block_size, wfmt, split)
         return y.to(x.dtype)
     s = s.contiguous()  # group-major bytes decode_mma did not take: a row-major copy
     ebits, mbits, bias_e, nan = elem_params(elem)

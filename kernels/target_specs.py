@@ -37,7 +37,7 @@ def split_tail(fused: bool = True) -> int:
 
 
 def _one_row(spec: Spec, x_arg: str, **constexprs: Any) -> Spec:
-    """``spec`` quantizing its own bf16 activation row (act_quant.one_row_scale: M = 1)."""
+    """``spec`` quantizing its own bf16 activation row (act_one_row.one_row_scale: M = 1)."""
     return replace(spec, signature={**spec.signature, x_arg: "*bf16"},
                    constexprs={**spec.constexprs, **constexprs})  # fmt: skip
 
@@ -142,7 +142,7 @@ def _decode_mma(name: str, wfmt: int, gs: int, step: int, target: str) -> Spec:
     from aoq.kernels.decode_mma import TILE
 
     xq = wfmt == 3
-    mx = wfmt == 4
+    mx = wfmt >= 4
     sig = {
         "x_ptr": "*i8" if xq else "*bf16", "w_ptr": {0: "*i8", 2: "*fp8e4nv"}.get(wfmt, "*u8"),
         "s_ptr": "*u8" if mx else "*fp32", "z_ptr": "*i32" if mx else "*u8", "xs_ptr": "*fp32",
@@ -151,13 +151,14 @@ def _decode_mma(name: str, wfmt: int, gs: int, step: int, target: str) -> Spec:
     }  # fmt: skip
     sig.update({n: "i32" for n in ("M", "N", "K", "stride_sn", "stride_sg", "K_SPLIT",
                                    "stride_xm", "stride_wn", "stride_ym")})  # fmt: skip
-    int4 = wfmt in (1, 3, 4)
+    int4 = wfmt in (1, 3, 4, 5)  # grouped: a scale (and PREF) a group
     tile = TILE[WeightFormat(wfmt)]
     ce = dict(
         WFMT=wfmt, GROUP_SIZE=gs, GROUPS=step // gs, XQ=xq, XZ=xq, STATIC=False, HAS_BIAS=True,
         SPLIT_K=4, TAIL=split_tail(), BLOCK_N=tile["BLOCK_N"], BLOCK_K=step,
         ASM=target.startswith("sm"), UPCAST=False, WT=tile.get("WT", False),
         PREF=tile.get("PREF", False) and int4,  # decode_mma.TILE's orientation
+        BIG=2 if mx else 0,  # MX: the flag read on the device, both paths compiled
     )  # fmt: skip
     return Spec(name, "decode_mma", "_decode_mma_kernel", sig, ce, warps=tile["num_warps"],
                 fp8=wfmt == 2)  # fmt: skip
@@ -293,6 +294,15 @@ def specs(target: str) -> list[Spec]:
             "act_quant.int8_row", "act_quant", "_act_quant_kernel", act, act_ce, warps=4, mma=False
         ),
         Spec(
+            "act_qdq.int8_asym",
+            "act_quant",
+            "_act_quant_kernel",
+            {**act, "q_ptr": "*bf16"},
+            {**act_ce, "MODE": 1, "QDQ": True},
+            warps=4,
+            mma=False,
+        ),
+        Spec(
             "act_quant.fp8_row",
             "act_quant",
             "_act_quant_kernel",
@@ -327,17 +337,22 @@ def specs(target: str) -> list[Spec]:
         _decode_mma("int8wo.decode_mma", 0, 16, 256, target),
         _decode_mma("w4a8.decode_mma", 3, 32, 64, target),
         _decode_mma("mxwo_fp4.decode_mma", 4, 32, 64, target),
+        _decode_mma("mxwo_fp8.decode_mma", 5, 32, 128, target),
         # fp8 decode_mma serves CUDA only (ROCm keeps the FMA decode below)
         *([_decode_mma("fp8wo.decode_mma", 2, 16, 128, target)] if target.startswith("sm") else []),
         _wo("fp8wo.decode", f8, 2, 0, 16, 64, 128),
-        Spec(
-            "dequant.int4",
-            "weight_only",
-            "_dequantize_kernel",
-            deq_sig,
-            dict(WFMT=1, GROUP_SIZE=128, BLOCK_N=32, BLOCK_K=128),
-            mma=False,
-        ),
+        # int4 groups of 128, and W4A8's of 32: one group a tile (dequantize_weight_triton)
+        *(
+            Spec(
+                name,
+                "weight_only",
+                "_dequantize_kernel",
+                deq_sig,
+                dict(WFMT=1, GROUP_SIZE=gs, BLOCK_N=32 * 128 // gs, BLOCK_K=gs),
+                mma=False,
+            )
+            for name, gs in (("dequant.int4", 128), ("dequant.int4_g32", 32))
+        ),  # fmt: skip
         _int_act("w8a8.prefill", False, 0, 128, 128, 128, warps=8),
         _int_act("w4a8.decode", True, 32, 16, 64, 32),
         _one_row(_int_act("w8a8.decode_one_row", False, 0, 16, 64, 128), "xq_ptr", XQ=True),

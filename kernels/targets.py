@@ -137,7 +137,11 @@ def compile_spec(spec: Spec, target: str, asm: bool = False) -> dict[str, Any]:
         if asm:
             row["asm"] = text
     except Exception as e:  # noqa: BLE001 - a compile error is a result, not a crash
-        row.update(ok=False, error=f"{type(e).__name__}: {str(e).strip().splitlines()[-1][:300]}")
+        cause: BaseException = e  # Triton nests the reason (the outer text ends in a caret)
+        while cause.__cause__ is not None:
+            cause = cause.__cause__
+        last = (str(cause).strip().splitlines() or [""])[-1][:300]
+        row.update(ok=False, error=f"{type(e).__name__}: {type(cause).__name__}: {last}")
     return row
 
 

@@ -10,7 +10,7 @@ import triton.language as tl
 from aoq.kernels import splitk
 from aoq.kernels._common import MAGIC, backend_of, exact_float
 from aoq.kernels._launch import launch
-from aoq.kernels.act_quant import one_row_scale, quantize_one_row
+from aoq.kernels.act_one_row import one_row_scale, quantize_one_row
 
 from aoq.backends import Backend
 

@@ -30,6 +30,7 @@ from typing import ClassVar
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+from torch._subclasses.fake_tensor import is_fake
 
 from aoq.dispatch import Scheme, kernel
 from aoq.formats import linear as ref
@@ -53,7 +54,27 @@ except ImportError:
 
 E8M0 = torch.float8_e8m0fnu
 DECODE_MMA_BLOCKS = (32, 64, 128, 256)
-"""fp4 block sizes the bf16 decode kernel takes (kernels/decode_mma.serves, MX_FP4)."""
+"""Block sizes the bf16 decode kernel takes (kernels/decode_mma.serves, MX_FP4 and MX_FP8)."""
+
+
+def big_scale_flag(scale_bytes: Tensor, limit: int = 128) -> Tensor:
+    """The BIG flag of MX's bf16 decode (kernels/decode_mma.py, WFMT 4 and 5): whether some
+    E8M0 byte is above ``limit`` (fp4 128: a scale above 2**1; fp8 134; or NaN), whose blocks
+    take a second multiply. Its length says who knows the answer (decode_mma.BIG_MODE): [0]
+    no such byte and [2] some, looked up here once (one host sync), so the kernel is compiled
+    with one path; [1] the answer on the device, which the kernel reads and branches on once a
+    program (8192^2 on an H200: 31.5 against 24 us), for when the host may not look: while
+    a CUDA graph is captured, or on fake tensors (torch.compile's tracing)."""
+    flag = (scale_bytes > limit).any().to(torch.int32).reshape(1)
+    if not _may_look(scale_bytes):
+        return flag
+    return flag.new_empty(2 if flag.item() else 0)
+
+
+def _may_look(t: Tensor) -> bool:
+    """Whether the host may read ``t``'s values: not while a CUDA graph is being captured
+    (a sync), nor for fake tensors."""
+    return not ((t.is_cuda and torch.cuda.is_current_stream_capturing()) or is_fake(t))
 
 
 def _packed_len(n: int, elem: MXElem) -> int:
@@ -202,23 +223,27 @@ class MXWeight(MXTensor, QuantizedWeight):
         return Scheme.MX_WEIGHT_ONLY if self.act is ActQuant.NONE else Scheme.MX_MX
 
     def build_derived(self) -> dict[str, Tensor]:
-        """CUDA, fp4 elements in blocks of 32..256: the E8M0 bytes group-major, [G, N]
-        (``scale_gm``), and ``big_scales``, an int32 [1] that is 1 when some byte is above
-        128 (or NaN): the bf16 decode kernel (kernels/decode_mma.py, WFMT 4) reads a block's
-        bytes for a tile of rows in one coalesced load, and takes its one-multiply path when
-        the flag is 0 (computed here once, on the device: no host sync). One byte a block of
-        32 beside its 16 bytes of codes (+6 % of the weight's memory)."""
+        """CUDA, fp4 or fp8 e4m3 elements in blocks of 32..256: the E8M0 bytes group-major,
+        [G, N] (``scale_gm``), and ``big_scales`` (:func:`big_scale_flag`): the bf16 decode
+        kernel (kernels/decode_mma.py, WFMT 4 and 5) reads a block's bytes for a tile of rows
+        in one coalesced load, and takes its one-multiply path when no byte is above 128
+        (fp8: 134). One byte a block of 32 beside its 16 (fp8: 32) bytes of codes (+6 %, +3 %
+        of the weight's memory)."""
         if (
             self.qdata.device.type != "cuda"
-            or self.elem is not MXElem.FP4_E2M1
+            or self.elem not in (MXElem.FP4_E2M1, MXElem.FP8_E4M3)
             or self.block_size not in DECODE_MMA_BLOCKS
         ):
             return {}
         s = self.scale.view(torch.uint8)
-        return {
-            "scale_gm": s.t().contiguous(),
-            "big_scales": (s > 128).any().to(torch.int32).reshape(1),
-        }
+        limit = 128
+        if self.elem is MXElem.FP8_E4M3:
+            # the kernel's fp8 placement makes NaN codes finite: such weights (and any the
+            # host may not look at now) stay on the generic kernel
+            if not _may_look(self.qdata) or bool(((self.qdata & 0x7F) == 0x7F).any()):
+                return {}
+            limit = 134
+        return {"scale_gm": s.t().contiguous(), "big_scales": big_scale_flag(s, limit)}
 
     @property
     def dispatch_variant(self) -> str | None:

@@ -34,6 +34,7 @@ from aoq.tensors.nvfp4 import NVFP4Tensor, nvfp4_qdq_gpu
 
 try:  # the families register their torch.library ops (and the MX cast's CUDA implementation)
     import aoq.kernels._common  # noqa: F401
+    import aoq.kernels.act_qdq  # noqa: F401
     import aoq.kernels.act_quant  # noqa: F401
     import aoq.kernels.decode_mma  # noqa: F401
     import aoq.kernels.fp8_mm  # noqa: F401
@@ -250,16 +251,10 @@ def _w4a8_dequant_mm(x: torch.Tensor, w: Any, bias: Any) -> torch.Tensor:
     and cast once to x's dtype, then torch's matmul. The Triton W4A8 kernel flushes its int32
     accumulator into float32 every group of 32 along K, which keeps the int8 MMA a small part
     of each step (0.2x bf16 at M=2048 on an H200, run bbd8a5); here the dequantize passes
-    cost ~M·K + N·K element writes and the GEMM runs at the BLAS rate."""
-    xq, xs, xz = _call(
-        "quantize_int8_act", _k.act_quant.quantize_int8_act_triton, x, INT_ACT_MODE[w.act],
-        w.act_scale,
-    )  # fmt: skip
-    xs_col = xs.reshape(-1, 1) if xs.dim() else xs
-    codes = xq.to(torch.float32)
-    if w.act is ActQuant.INT8_DYNAMIC_ASYM:
-        codes = codes - xz.reshape(-1, 1).to(torch.float32)
-    xd = (codes * xs_col).to(x.dtype)
+    cost ~M·K + N·K element writes and the GEMM runs at the BLAS rate. The activation's
+    codes never reach memory (kernels/act_qdq.py)."""
+    xd = _call("qdq_int8_act", _k.act_qdq.qdq_int8_act_triton, x, INT_ACT_MODE[w.act],
+               w.act_scale)  # fmt: skip
     eight = torch.full(w.scale.shape, 8, dtype=torch.uint8, device=x.device)  # q + 8 codes
     wd = _call("dequantize_weight", _k.weight_only.dequantize_weight_triton,
                w.qdata, w.scale, eight, x.shape[1], x.dtype)  # fmt: skip

@@ -11,6 +11,7 @@ from aoq.kernels import decode_mma as dm
 from aoq.kernels._common import INTERPRET, WeightFormat
 
 from aoq.formats.mx import MXElem, mx_dequantize, mx_quantize, pack_mx_codes
+from aoq.tensors.mx import big_scale_flag
 from aoq.testing.metrics import max_rel_error
 
 GPU = torch.cuda.is_available() and not INTERPRET
@@ -20,32 +21,57 @@ pytestmark = pytest.mark.skipif(
 DEV = "cuda" if GPU else "cpu"
 OUT = torch.bfloat16 if GPU else torch.float32  # the interpreter's kernels store float32
 FP4 = WeightFormat.MX_FP4
+FP8 = WeightFormat.MX_FP8
 SMALL = [0, 1, 2, 60, 100, 126, 127, 128]
-"""E8M0 bytes whose 2**(b - 1) is a bf16: one multiply."""
+"""E8M0 bytes whose 2**(b - 1) is a bf16: one multiply (fp4; fp8's limit is 134)."""
 LARGE = [129, 130, 200, 252]
-"""Bytes that need the second multiply (every fp4 value stays finite up to 252)."""
+"""Bytes that need fp4's second multiply (every fp4 value stays finite up to 252)."""
+FP8_SMALL = [0, 1, 2, 60, 100, 127, 130, 134]
+FP8_LARGE = [135, 136, 200, 246]
+"""fp8 e4m3: one multiply up to 134; every value finite up to 246 (448 * 2**119)."""
+ELEMS = {FP4: MXElem.FP4_E2M1, FP8: MXElem.FP8_E4M3}
+LIMIT = {FP4: 128, FP8: 134}
 
 
-def _flag(scale: torch.Tensor) -> torch.Tensor:
-    """The weight's BIG flag, as aoq.tensors.mx.MXWeight.build_derived computes it."""
-    return (scale > 128).any().to(torch.int32).reshape(1)
+def _flag(scale: torch.Tensor, host: bool = True, wfmt=FP4) -> torch.Tensor:
+    """The weight's BIG flag as MXWeight.build_derived computes it (its length the answer:
+    the kernel compiled for one path), or (``host`` False) as under CUDA graph capture: the
+    answer on the device, read by the kernel."""
+    if host:
+        return big_scale_flag(scale, LIMIT[wfmt])
+    return (scale > LIMIT[wfmt]).any().to(torch.int32).reshape(1)
 
 
-def _weight(n: int, k: int, bytes_: list[int], bs: int = 32, seed: int = 0):
-    """Random fp4 codes (row 0: every code, twice a block) and E8M0 bytes drawn from
-    ``bytes_`` -> (packed codes, bytes [N, K / bs], the emulated bf16 weight as float32).
-    With bytes above 128: row 1's first block holds one code 6.0 under byte 253 (inf: it
-    overflows) among zeros, row 2's second block is NaN (byte 255)."""
+def _codes(wfmt, n: int, k: int, g: torch.Generator) -> torch.Tensor:
+    """Random codes, row 0 every code in turn: fp4's 16; fp8's 254 (the NaN codes 0x7F and
+    0xFF are not served: MXWeight.build_derived)."""
+    if wfmt is FP4:
+        codes = torch.randint(0, 16, (n, k), generator=g, dtype=torch.uint8)
+        codes[0] = torch.arange(k, dtype=torch.uint8) % 16
+        return codes
+    finite = torch.tensor([c for c in range(256) if c & 0x7F != 0x7F], dtype=torch.uint8)
+    codes = finite[torch.randint(0, len(finite), (n, k), generator=g)]
+    codes[0] = finite[torch.arange(k) % len(finite)]
+    return codes
+
+
+def _weight(n: int, k: int, bytes_: list[int], bs: int = 32, seed: int = 0, wfmt=FP4):
+    """Random codes (:func:`_codes`) and E8M0 bytes drawn from ``bytes_`` -> (packed codes,
+    bytes [N, K / bs], the emulated bf16 weight as float32). With bytes above the one-multiply
+    limit: row 1's first block holds one largest code (fp4 6.0, fp8 448) under byte 253
+    (inf: it overflows) among zeros, row 2's second block is NaN (byte 255)."""
     g = torch.Generator().manual_seed(seed)
-    codes = torch.randint(0, 16, (n, k), generator=g, dtype=torch.uint8)
-    codes[0] = torch.arange(k, dtype=torch.uint8) % 16
+    codes = _codes(wfmt, n, k, g)
     pick = torch.randint(0, len(bytes_), (n, k // bs), generator=g)
     scale = torch.tensor(bytes_, dtype=torch.uint8)[pick]
-    if max(bytes_) > 128:
-        codes[1, :bs], codes[1, 3], scale[1, 0] = 0, 7, 253
+    if max(bytes_) > LIMIT[wfmt]:
+        codes[1, :bs], codes[1, 3], scale[1, 0] = 0, 7 if wfmt is FP4 else 0x7E, 253
         scale[2, 1] = 255
-    want = mx_dequantize(codes, scale, MXElem.FP4_E2M1, bs, 1, torch.bfloat16).float()
-    return pack_mx_codes(codes, MXElem.FP4_E2M1).to(DEV), scale.to(DEV), want
+    elem = ELEMS[wfmt]
+    if wfmt is FP8:  # the reference takes float8 codes
+        codes = codes.view(torch.float8_e4m3fn)
+    want = mx_dequantize(codes, scale, elem, bs, 1, torch.bfloat16).float()
+    return pack_mx_codes(codes, elem).to(DEV), scale.to(DEV), want
 
 
 def _same(got: torch.Tensor, want: torch.Tensor) -> bool:
@@ -55,47 +81,60 @@ def _same(got: torch.Tensor, want: torch.Tensor) -> bool:
     return torch.equal(got.isnan(), nan) and torch.equal(got[~nan], want[~nan])
 
 
-@pytest.mark.parametrize("bytes_", [SMALL, SMALL + LARGE], ids=["one-multiply", "big"])
+BYTES = {
+    (FP4, False): SMALL, (FP4, True): SMALL + LARGE, (FP8, False): FP8_SMALL,
+    (FP8, True): FP8_SMALL + FP8_LARGE,
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("wfmt", [FP4, FP8], ids=["fp4", "fp8"])
+@pytest.mark.parametrize("big", [False, True], ids=["one-multiply", "big"])
 @pytest.mark.parametrize("group_major", [False, True])
-def test_one_hot_is_each_emulated_weight_exactly(bytes_, group_major):
+@pytest.mark.parametrize("host", [True, False], ids=["host-flag", "device-flag"])
+def test_one_hot_is_each_emulated_weight_exactly(wfmt, big, group_major, host):
     """Row r of x is e_k for 16 columns k at a time: y[r, n] = the emulated path's bf16
     weight [n, k] (float32 products of exact values: one term and zeros), every code under
     every byte (subnormal code 0.5 at b = 0: 2**-128), with the scales row-major or
     group-major. An infinite weight (overflow) comes out as inf where x selects it and NaN
-    elsewhere in its row (0 * inf), a NaN block makes its row NaN: as the reference's."""
-    n, k = 72, 128
-    q, s, want = _weight(n, k, bytes_)
+    elsewhere in its row (0 * inf), a NaN block makes its row NaN: as the reference's. The
+    BIG flag known on the host (one compiled path) or read by the kernel."""
+    n, k = 72, 128 if wfmt is FP4 else 256
+    q, s, want = _weight(n, k, BYTES[wfmt, big], wfmt=wfmt)
     sc = s.t().contiguous().t() if group_major else s
-    flag = _flag(s)
+    flag = _flag(s, host, wfmt)
+    assert flag.numel() == (1 if not host else 2 if big else 0)
     for k0 in range(0, k, 16):
         x = torch.zeros(16, k, dtype=torch.bfloat16, device=DEV)
         x[torch.arange(16), k0 + torch.arange(16)] = 1.0
         y = torch.empty(16, n, dtype=OUT, device=DEV)
-        assert dm.serves(x, q, k // 32, FP4, sc, flag)
-        dm.decode_mma(x, q, sc, flag, None, y, k // 32, FP4, None)
+        assert dm.serves(x, q, k // 32, wfmt, sc, flag)
+        dm.decode_mma(x, q, sc, flag, None, y, k // 32, wfmt, None)
         assert _same(y, x.float().cpu() @ want.T), k0
-        if k0 == 0 and max(bytes_) > 128:
+        if k0 == 0 and big:
             assert y[3, 1].item() == float("inf") and y[0, 2].isnan()
 
 
 @pytest.mark.parametrize("m", [1, 5, 16])
 @pytest.mark.parametrize("split", [1, 3])
 @pytest.mark.parametrize("tile", [None, {"STEP_K": 128}, {"WT": False, "num_warps": 4}])
-def test_matches_emulated_matmul(m, split, tile):
+@pytest.mark.parametrize("wfmt", [FP4, FP8], ids=["fp4", "fp8"])
+def test_matches_emulated_matmul(m, split, tile, wfmt):
     """Random activations and a quantized random weight (unaligned N, a bias, K split in
     ranges; steps of two and four blocks; either MMA orientation): the emulated path's
     float32-accumulated product, up to summation order and one bf16 rounding."""
     n, k = 130, 1024
     g = torch.Generator().manual_seed(m)
-    codes, scale = mx_quantize(torch.randn(n, k, generator=g), MXElem.FP4_E2M1, 32, 1)
-    w = mx_dequantize(codes, scale, MXElem.FP4_E2M1, 32, 1, torch.bfloat16).float()
+    elem = ELEMS[wfmt]
+    codes, scale = mx_quantize(torch.randn(n, k, generator=g), elem, 32, 1)
+    w = mx_dequantize(codes, scale, elem, 32, 1, torch.bfloat16).float()
     x = torch.randn(m, k, generator=g).to(torch.bfloat16)
     bias = torch.randn(n, generator=g).to(torch.bfloat16)
     want = x.float() @ w.T + bias.float()
-    q, s = pack_mx_codes(codes, MXElem.FP4_E2M1).to(DEV), scale.to(DEV)
+    q, s = pack_mx_codes(codes, elem).to(DEV), scale.to(DEV)
     sg = s.t().contiguous().t()
     y = torch.empty(m, n, dtype=OUT, device=DEV)
-    dm.decode_mma(x.to(DEV), q, sg, _flag(s), bias.to(DEV), y, k // 32, FP4, split, tile=tile)
+    flag = _flag(s, wfmt=wfmt)
+    dm.decode_mma(x.to(DEV), q, sg, flag, bias.to(DEV), y, k // 32, wfmt, split, tile=tile)
     assert max_rel_error(want, y.float().cpu()) < 4e-3
 
 
@@ -107,4 +146,8 @@ def test_serves_bf16_activations_and_the_flag():
     assert not dm.serves(x.half(), q, 8, FP4, s, flag)  # the emulated path rounds to fp16
     assert not dm.serves(x, q, 8, FP4, s, None)  # no flag: unknown scales
     assert not dm.serves(x, q, 8, FP4, s, flag.float())
+    assert dm.serves(x, q, 8, FP4, s, _flag(s, host=False))
+    assert not dm.serves(x, q, 8, FP4, s, torch.zeros(3, dtype=torch.int32, device=DEV))
     assert not dm.serves(x, q, 16, FP4, s, flag)  # blocks of 16
+    q8, s8, _ = _weight(8, 256, FP8_SMALL, wfmt=FP8)
+    assert dm.serves(x, q8, 8, FP8, s8, _flag(s8, wfmt=FP8))

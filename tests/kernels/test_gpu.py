@@ -40,8 +40,9 @@ def test_linear_on_gpu(config, dtype, m):
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
-def test_act_quant_bit_exact_vs_cpu(dtype):
-    x = torch.randn(300, 5000, dtype=dtype) * 4
+@pytest.mark.parametrize("shape", [(300, 5000), (20, 9000)], ids=["one-tile", "two-pass"])
+def test_act_quant_bit_exact_vs_cpu(dtype, shape):
+    x = torch.randn(shape, dtype=dtype) * 4
     x[0, :4] = torch.tensor([0.5, 1.5, -2.5, 1e-30]).to(dtype)
     xc = x.cuda()
     for mode, scale in ((0, None), (1, None), (2, torch.tensor(0.035))):

@@ -88,9 +88,11 @@ def test_int_act_mm_bit_exact(m, mode):
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
-def test_dequantize_weight_exact(dtype):
+@pytest.mark.parametrize("group", [32, 64, 256])
+def test_dequantize_weight_exact(dtype, group):
+    """Tiles one group wide below 128 (W4A8's 32), 128 wide past it."""
     w = torch.randn(40, 256)
-    q, s, z = affine.quantize_uint4_asymmetric(w, 64)
+    q, s, z = affine.quantize_uint4_asymmetric(w, group)
     got = wo.dequantize_weight_triton(pack_uint4(q), s, z, 256, dtype)
     assert bit_equal(got, wo.dequantize_weight(pack_uint4(q), s, z, 256, dtype))
 

@@ -5,6 +5,8 @@ the dispatch rows that choose it."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -15,6 +17,7 @@ from aoq import dispatch
 from aoq.formats.mx import MXElem, mx_dequantize, mx_quantize, pack_mx_codes
 from aoq.formats.nvfp4 import nvfp4_dequantize, nvfp4_quantize
 from aoq.formats.packing import pack_uint4
+from aoq.tensors.mx import big_scale_flag
 
 ULP = {torch.bfloat16: 2.0**-7, torch.float16: 2.0**-10}
 
@@ -220,35 +223,45 @@ def test_op_cpu_is_the_emulated_path_and_opcheck():
 
 def check_group_major_bytes_take_decode_mma(device: str) -> list[str]:
     """``big_scales`` with group-major bytes (MXWeight.build_derived's layout): bf16 x and
-    fp4 codes go to decode_mma's bf16-pair decode, whose output is the emulated matmul up
-    to summation order, on its one-multiply path (every byte <= 128) and its BIG one (a
-    NaN block); fp16 x falls back to this kernel on a row-major copy, bit for bit its
-    result."""
+    fp4 or fp8 e4m3 codes go to decode_mma's bf16-pair decode, whose output is the emulated
+    matmul up to summation order, on its one-multiply path (every byte <= 128, fp8 134) and
+    its BIG one (a NaN block); fp16 x falls back to this kernel on a row-major copy, bit for
+    bit its result."""
     from aoq.formats.mx import unpack_mx_codes
 
     bad = []
     g = torch.Generator().manual_seed(5)
     n, k = 72, 256
-    q, s, _, _ = _weight(MXElem.FP4_E2M1, n, k, 32, g)
-    s = s.view(torch.uint8)
-    codes = unpack_mx_codes(q, MXElem.FP4_E2M1)
-    for scale in (torch.where(s == 255, 127, s).to(torch.uint8), s):
-        values = mx_dequantize(codes, scale, MXElem.FP4_E2M1, 32, 1)
-        qd, sd = q.to(device), scale.to(device)
-        gm, flag = sd.t().contiguous().t(), (sd > 128).any().to(torch.int32).reshape(1)
-        for dtype in (torch.bfloat16, torch.float16):
-            case = f"{dtype}/big {flag.item()}"
-            x = torch.randn(5, k, generator=g).to(dtype)
-            serves = mdc.dm.serves(x.to(device), qd, k // 32, mdc.FP4, gm, flag)
-            if serves != (dtype == torch.bfloat16):
-                bad.append(f"{case}: decode_mma serves {serves}")
-            plain = mdc.mx_decode_triton(x.to(device), qd, sd, None, "fp4_e2m1", 32, None)
-            got = mdc.mx_decode_triton(x.to(device), qd, gm, None, "fp4_e2m1", 32, None,
-                                       big_scales=flag)  # fmt: skip
-            if not _close(got, x.float() @ values.to(dtype).float().T):
-                bad.append(f"{case}: not the emulated matmul")
-            if dtype == torch.float16 and not _same(got, plain):
-                bad.append(f"{case}: the fallback is not the row-major kernel's result")
+    for elem, limit in ((MXElem.FP4_E2M1, 128), (MXElem.FP8_E4M3, 134)):
+        q, s, _, _ = _weight(elem, n, k, 32, g)
+        s = s.view(torch.uint8)
+        codes = unpack_mx_codes(q, elem)
+        finite = torch.where(s == 255, 127, s).to(torch.uint8)
+        for scale in (finite, s):
+            bad += _check_group_major(device, elem, limit, q, codes, scale, g)
+    return bad
+
+
+def _check_group_major(device, elem, limit, q, codes, scale, g) -> list[str]:
+    bad, k = [], codes.shape[1]
+    values = mx_dequantize(codes, scale, elem, 32, 1)
+    qd, sd = q.to(device), scale.to(device)
+    gm, flag = sd.t().contiguous().t(), (sd > limit).any().to(torch.int32).reshape(1)
+    flags = (flag, big_scale_flag(sd, limit))  # the answer on the device, or on the host
+    for dtype, flag in itertools.product((torch.bfloat16, torch.float16), flags):
+        case = f"{elem.value}/{dtype}/big {bool((sd > limit).any())}/flag {tuple(flag.shape)}"
+        x = torch.randn(5, k, generator=g).to(dtype)
+        wfmt = mdc.DECODE_MMA_FORMATS[elem]
+        serves = mdc.dm.serves(x.to(device), qd, k // 32, wfmt, gm, flag)
+        if serves != (dtype == torch.bfloat16):
+            bad.append(f"{case}: decode_mma serves {serves}")
+        plain = mdc.mx_decode_triton(x.to(device), qd, sd, None, elem.value, 32, None)
+        got = mdc.mx_decode_triton(x.to(device), qd, gm, None, elem.value, 32, None,
+                                   big_scales=flag)  # fmt: skip
+        if not _close(got, x.float() @ values.to(dtype).float().T):
+            bad.append(f"{case}: not the emulated matmul")
+        if dtype == torch.float16 and not _same(got, plain):
+            bad.append(f"{case}: the fallback is not the row-major kernel's result")
     return bad
 
 

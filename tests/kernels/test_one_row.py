@@ -1,4 +1,4 @@
-"""Decode kernels that quantize their own activation row at M = 1 (act_quant.one_row_scale):
+"""Decode kernels that quantize their own activation row at M = 1 (act_one_row.one_row_scale):
 fp8 W8A8 (fp8_mm.fp8_linear_one_row) and W8A8 / W4A8 int8 (int_act_mm.int_act_linear_one_row)
 give the bits of the two launches they replace (the activation quantization, then the
 decode), under the interpreter (in a subprocess unless this process defined its kernels for

@@ -3,7 +3,7 @@ implementation pass torch.library.opcheck; the kernel table names a kernel for e
 
 import pytest
 import torch
-from aoq.kernels import act_quant, fp8_mm, int_act_mm, weight_only
+from aoq.kernels import act_qdq, act_quant, fp8_mm, int_act_mm, weight_only
 
 from aoq import dispatch
 from aoq.backends import Backend
@@ -26,6 +26,8 @@ def _cases():
         "int8_act": (act_quant.quantize_int8_act, (x, 0, None)),
         "int8_act_static": (act_quant.quantize_int8_act, (x, 2, torch.tensor(0.05))),
         "fp8_act": (act_quant.quantize_fp8_act, (x, False, torch.float8_e4m3fn)),
+        "int8_qdq_asym": (act_qdq.qdq_int8_act, (x, 1, None)),
+        "int8_qdq_static": (act_qdq.qdq_int8_act, (x, 2, torch.tensor(0.05))),
         "int8wo": (weight_only.weight_only_mm, (x, q8, s8, None, b, 0)),
         "int4wo": (weight_only.weight_only_mm, (x, pack_uint4(q4), s4, z4, None, 1)),
         "fp8wo": (weight_only.weight_only_mm, (x, qf, sf, None, b, 0)),

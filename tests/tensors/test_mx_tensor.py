@@ -202,3 +202,36 @@ def test_opcheck(device):
     codes, bs, ts = nvfp4_quantize(torch.randn(8, 64, device=device))
     args = (pack_uint4(codes), bs.view(torch.uint8), ts, torch.float32)
     torch.library.opcheck(torch.ops.aoq.nvfp4_dequantize.default, args)
+
+
+def test_big_scale_flag_says_who_knows():
+    """MX fp4's BIG flag (kernels/decode_mma.BIG_MODE): the host's answer as its length ([0]
+    no byte above 128, [2] some: NaN counts), except where the host may not look (fake
+    tensors, CUDA graph capture): [1], the answer on the device."""
+    from aoq.kernels.decode_mma import BIG_MODE
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from aoq.tensors.mx import big_scale_flag
+
+    small = torch.tensor([[0, 127, 128]], dtype=torch.uint8)
+    for b, mode in ((small, 0), (small + 1, 1), (torch.tensor([[255]], dtype=torch.uint8), 1)):
+        assert BIG_MODE[big_scale_flag(b).numel()] == mode
+    with FakeTensorMode() as fake:
+        flag = big_scale_flag(fake.from_tensor(small))
+    assert flag.shape == (1,) and flag.dtype == torch.int32
+    if torch.cuda.is_available():
+        s = (small + 1).cuda()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            flag = big_scale_flag(s)
+        graph.replay()
+        assert flag.shape == (1,) and flag.item() == 1
+        w = aoq.quantize_(nn.Linear(64, 32).cuda(), aoq.MXWeightOnlyConfig("fp4_e2m1")).weight
+        assert w.derived()["big_scales"].numel() in (0, 2)
+        # fp8 e4m3: the decode kernel would make a NaN element code finite: not served
+        w = aoq.quantize_(nn.Linear(64, 32).cuda(), aoq.MXWeightOnlyConfig("fp8_e4m3")).weight
+        assert w.derived()["big_scales"].numel() in (0, 2)
+        q = w.qdata.clone()
+        q[0, 0] = 0x7F  # +NaN
+        w = w.replace(qdata=q)
+        assert w.derived() == {}
