@@ -5,11 +5,12 @@ Why: at M = 1 the FMA GEMVs (gemv.py, weight_only.py) spend three to four instru
 weight (unpack, to float, zero point, FMA): int4 at K = N = 8192 is ~67 M codes, which an
 H200 (132 SMs x 128 lanes x 1.98 GHz) issues in ~8 us at full rate, the same time as the
 DRAM floor of its 34 MB, so neither hides the other (run 7a7c17: 28 us). Here the matrix
-unit does the multiply-adds (x padded to 16 rows: the MMA's minimum, free at this size) and
-the dequantization works on 32-bit registers holding two bf16 values, exactly
-(kernels/bf16_codes.py: int4 1.5 instructions a code, int8 2). Each int4 group's scale
-multiplies that group's float32 product tile after its MMA, so the weights are never
-rounded; int8's and fp8's per-channel scale multiplies the accumulator at the end.
+unit does the multiply-adds (x padded to 16 rows; a tile's ROWS 8 pads M <= 8 to 8, the n
+of mma.sync's m16n8k16, see TILE) and the dequantization works on 32-bit registers holding
+two bf16 values, exactly (kernels/bf16_codes.py: int4 1.5 instructions a code, int8 2).
+Each int4 group's scale multiplies that group's float32 product tile after its MMA, so the
+weights are never rounded; int8's and fp8's per-channel scale multiplies the accumulator at
+the end.
 
 int4's tile (run of 2026-11-22, H200, M = 1 and 16, K x N 8192 x 8192 and 4096 x 14336:
 24.2-25.0 us before, 20.2-20.9 after) changes three things that only paid together:
@@ -38,143 +39,12 @@ import torch
 import triton
 import triton.language as tl
 from aoq.kernels import splitk
-from aoq.kernels._common import INTERPRET, WeightFormat, backend_of, epilogue, mma
+from aoq.kernels._common import INTERPRET, WeightFormat, backend_of, epilogue
 from aoq.kernels._launch import launch
-from aoq.kernels.bf16_codes import byte_codes, fp4_codes, int4_codes, mxfp8_codes
+from aoq.kernels.bf16_codes import byte_codes
+from aoq.kernels.decode_mma_steps import _group_steps, _weights_mma
 
 from aoq.backends import Backend
-
-
-@triton.jit
-def _group_params(s_ptr, z_ptr, srow, nmask, k0, k_hi, stride_sg, WFMT: tl.constexpr,
-                  GROUP_SIZE: tl.constexpr):  # fmt: skip
-    """Scales [BLOCK_N] (WFMT 4: E8M0 bytes as int32) and zero points (WFMT 1; 3: 8) of the
-    group at k0 (``srow``: each row's offset; ``stride_sg``: the groups' stride, 1 or N);
-    zeros from k_hi on."""
-    m = nmask & (k0 < k_hi)
-    g = (k0 // GROUP_SIZE) * stride_sg  # < 2**31: the scale tensor has fewer elements
-    s = tl.load(s_ptr + srow + g, mask=m, other=0)
-    if WFMT == 1:
-        z = tl.load(z_ptr + srow + g, mask=m, other=0).to(tl.int32)
-    else:
-        z = tl.full(srow.shape, 8, tl.int32)
-    if WFMT >= 4:  # E8M0 bytes
-        s = s.to(tl.int32)
-    return s, z
-
-
-@triton.jit
-def _step_params(s_ptr, z_ptr, srow, nmask, k0, k_hi, stride_sg, WFMT: tl.constexpr,
-                 GROUP_SIZE: tl.constexpr, GROUPS: tl.constexpr):  # fmt: skip
-    """The scales and zero points of the step at k0, for PREF: GROUPS (1, 2 or 4) pairs,
-    returned as four (a step of fewer groups repeats its first; nothing reads the copies)."""
-    s0, z0 = _group_params(s_ptr, z_ptr, srow, nmask, k0, k_hi, stride_sg, WFMT, GROUP_SIZE)
-    s1, z1, s2, z2, s3, z3 = s0, z0, s0, z0, s0, z0
-    if GROUPS > 1:
-        s1, z1 = _group_params(s_ptr, z_ptr, srow, nmask, k0 + GROUP_SIZE, k_hi, stride_sg,
-                               WFMT, GROUP_SIZE)  # fmt: skip
-    if GROUPS > 2:
-        s2, z2 = _group_params(s_ptr, z_ptr, srow, nmask, k0 + 2 * GROUP_SIZE, k_hi,
-                               stride_sg, WFMT, GROUP_SIZE)  # fmt: skip
-        s3, z3 = _group_params(s_ptr, z_ptr, srow, nmask, k0 + 3 * GROUP_SIZE, k_hi,
-                               stride_sg, WFMT, GROUP_SIZE)  # fmt: skip
-    return s0, z0, s1, z1, s2, z2, s3, z3
-
-
-@triton.jit
-def _weights_mma(acc, acc_t, w, xt, UPCAST: tl.constexpr, WT: tl.constexpr):
-    """(acc, acc_t) plus x's tile times the decoded weights w [BLOCK_N, C] (one per byte), in
-    either orientation."""
-    if not UPCAST:
-        w = w.to(tl.bfloat16)
-    if WT:
-        acc_t = mma(w, tl.trans(xt), acc_t, UPCAST, "ieee")
-    else:
-        acc = mma(xt, tl.trans(w), acc, UPCAST, "ieee")
-    return acc, acc_t
-
-
-@triton.jit
-def _nibble_step(acc, acc_t, xt, wptrs, nmask, s_cur, z_cur, WFMT: tl.constexpr,
-                 GROUP_SIZE: tl.constexpr, BIG: tl.constexpr, ASM: tl.constexpr,
-                 UPCAST: tl.constexpr, WT: tl.constexpr):  # fmt: skip
-    """One group of two codes a byte: the low nibbles meet x's even columns, the high ones
-    its odd columns. int4 sums the group apart and scales it; MX fp4 has the scale in the
-    codes' values."""
-    xe, xo = tl.split(tl.reshape(xt, (16, GROUP_SIZE // 2, 2)))
-    b = tl.load(wptrs, mask=nmask[:, None], other=0)
-    if WFMT == 4:
-        lo, hi = fp4_codes(b, s_cur, BIG, ASM)
-    else:
-        lo, hi = int4_codes(b, z_cur, ASM)
-    if not UPCAST:
-        lo, hi = lo.to(tl.bfloat16), hi.to(tl.bfloat16)
-    if WFMT == 4 and WT:
-        acc_t = mma(lo, tl.trans(xe), acc_t, UPCAST, "ieee")
-        acc_t = mma(hi, tl.trans(xo), acc_t, UPCAST, "ieee")
-    elif WFMT == 4:
-        acc = mma(xe, tl.trans(lo), acc, UPCAST, "ieee")
-        acc = mma(xo, tl.trans(hi), acc, UPCAST, "ieee")
-    elif WT:
-        part = mma(lo, tl.trans(xe), tl.zeros(acc_t.shape, dtype=tl.float32), UPCAST, "ieee")
-        part = mma(hi, tl.trans(xo), part, UPCAST, "ieee")
-        acc_t += part * s_cur[:, None]
-    else:
-        part = mma(xe, tl.trans(lo), tl.zeros(acc.shape, dtype=tl.float32), UPCAST, "ieee")
-        part = mma(xo, tl.trans(hi), part, UPCAST, "ieee")
-        acc += part * s_cur[None, :]
-    return acc, acc_t
-
-
-@triton.jit
-def _group_steps(
-    acc, acc_t, xrows, wrows, s_ptr, z_ptr, srow, nmask, mmask, xz, k_lo, k_hi, stride_sg,
-    WFMT: tl.constexpr, GROUP_SIZE: tl.constexpr, GROUPS: tl.constexpr, XQ: tl.constexpr,
-    XZ: tl.constexpr, BLOCK_K: tl.constexpr, ASM: tl.constexpr, UPCAST: tl.constexpr,
-    WT: tl.constexpr, PREF: tl.constexpr, BIG: tl.constexpr,
-):  # fmt: skip
-    """The main loop of the grouped formats (int4, W4A8, MX) over K range [k_lo, k_hi):
-    (acc, acc_t) plus this range's products. ``wrows``: each row's first code byte plus the
-    group's byte offsets; ``srow``: each row's scale offset; BIG: MX fp4's second multiply."""
-    offs_g = tl.arange(0, GROUP_SIZE)
-    if PREF:  # a step's scales and zero points are loaded one step ahead
-        tl.static_assert(GROUPS == 1 or GROUPS == 2 or GROUPS == 4, "PREF: 1, 2, 4 groups")
-        s0n, z0n, s1n, z1n, s2n, z2n, s3n, z3n = _step_params(
-            s_ptr, z_ptr, srow, nmask, k_lo, k_hi, stride_sg, WFMT, GROUP_SIZE, GROUPS
-        )
-    for k0 in range(k_lo, k_hi, BLOCK_K):
-        if PREF:
-            s0, z0, s1, z1, s2, z2, s3, z3 = s0n, z0n, s1n, z1n, s2n, z2n, s3n, z3n
-            s0n, z0n, s1n, z1n, s2n, z2n, s3n, z3n = _step_params(
-                s_ptr, z_ptr, srow, nmask, k0 + BLOCK_K, k_hi, stride_sg, WFMT, GROUP_SIZE,
-                GROUPS,
-            )  # fmt: skip
-        for j in tl.static_range(GROUPS):
-            kg = k0 + j * GROUP_SIZE
-            if not PREF:
-                s_cur, z_cur = _group_params(s_ptr, z_ptr, srow, nmask, kg, k_hi, stride_sg,
-                                             WFMT, GROUP_SIZE)  # fmt: skip
-            elif j == 0:
-                s_cur, z_cur = s0, z0
-            elif j == 1:
-                s_cur, z_cur = s1, z1
-            elif j == 2:
-                s_cur, z_cur = s2, z2
-            else:
-                s_cur, z_cur = s3, z3
-            xt = tl.load(xrows + (kg + offs_g)[None, :], mask=mmask[:, None], other=0)
-            if XZ:
-                xt = xt.to(tl.int32) - xz
-            if XQ:  # (the interpreter's int8 -> bf16 conversion is not exact)
-                xt = xt.to(tl.float32 if UPCAST else tl.bfloat16)
-            if WFMT == 5:  # MX fp8: a byte a code, the block scale in the values
-                b = tl.load(wrows + kg, mask=nmask[:, None], other=0)
-                acc, acc_t = _weights_mma(acc, acc_t, mxfp8_codes(b, s_cur, BIG, ASM), xt,
-                                          UPCAST, WT)  # fmt: skip
-            else:
-                acc, acc_t = _nibble_step(acc, acc_t, xt, wrows + kg // 2, nmask, s_cur, z_cur,
-                                          WFMT, GROUP_SIZE, BIG, ASM, UPCAST, WT)  # fmt: skip
-    return acc, acc_t
 
 
 @triton.jit
@@ -185,9 +55,10 @@ def _decode_mma_kernel(
     XZ: tl.constexpr, STATIC: tl.constexpr, HAS_BIAS: tl.constexpr, SPLIT_K: tl.constexpr,
     TAIL: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, ASM: tl.constexpr,
     UPCAST: tl.constexpr, WT: tl.constexpr = False, PREF: tl.constexpr = False,
-    BIG: tl.constexpr = 0,
+    BIG: tl.constexpr = 0, ROWS: tl.constexpr = 16,
 ):  # fmt: skip
-    """Program (n, s): outputs [16, BLOCK_N] over K range s. int4 (WFMT 1: zero points from
+    """Program (n, s): outputs [ROWS, BLOCK_N] (x padded to ROWS rows: 16, or 8 for M <= 8,
+    the n of NVIDIA's m16n8k16) over K range s. int4 (WFMT 1: zero points from
     z_ptr; 3: symmetric, q + 8 stored): GROUPS quantization groups a step; int8 (WFMT 0) and
     fp8 (2): per-channel scales. XQ: x holds int8 codes (W4A8), less the row's zero point
     xz (XZ: asymmetric activations; -255..255), exact in bf16, so a group's products sum
@@ -201,12 +72,12 @@ def _decode_mma_kernel(
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    offs_m = tl.arange(0, 16)
+    offs_m = tl.arange(0, ROWS)
     nmask = offs_n < N
     mmask = offs_m < M
     xrows = x_ptr + offs_m.to(tl.int64)[:, None] * stride_xm
-    acc = tl.zeros((16, BLOCK_N), dtype=tl.float32)
-    acc_t = tl.zeros((BLOCK_N, 16), dtype=tl.float32)  # WT: the weights are the MMA's A
+    acc = tl.zeros((ROWS, BLOCK_N), dtype=tl.float32)
+    acc_t = tl.zeros((BLOCK_N, ROWS), dtype=tl.float32)  # WT: the weights are the MMA's A
     k_lo = pid_k * K_SPLIT
     k_hi = tl.minimum(K, k_lo + K_SPLIT)
     if WFMT == 1 or WFMT >= 3:
@@ -216,7 +87,7 @@ def _decode_mma_kernel(
             + tl.arange(0, GROUP_SIZE // (1 if WFMT == 5 else 2))[None, :]
         )
         srow = offs_n.to(tl.int64) * stride_sn
-        xz = tl.zeros((16, 1), tl.int32)
+        xz = tl.zeros((ROWS, 1), tl.int32)
         if XZ:
             xz = tl.load(xz_ptr + offs_m, mask=mmask, other=0)[:, None]
         big = BIG == 1
@@ -283,7 +154,11 @@ split up to one full wave, not only powers of two), orientation (WT), scale pref
 - MX_FP8: 30.4 / 27.8 / 26.7 us at M 1 against 30.7 / 30.0 / 26.7 for 4 stages at 4 an SM;
   24 other tiles (32-128 rows, 64-128 K, 3-4 stages, no PREF) no faster (session 17).
 - INT8 / FP8: 19.3-21.2 / 19.4-21.0 us at M 1 against 19.5-21.3 / 19.4-21.2 (64 x 128 or
-  64 x 256 on 4 warps); M 16 19.4-22.7 / 20.4-22.6 against 20.9-23.2 / 21.2-22.8."""
+  64 x 256 on 4 warps); M 16 19.4-22.7 / 20.4-22.6 against 20.9-23.2 / 21.2-22.8.
+- ROWS (a tile key, default 16): 8 pads x to 8 rows at M <= 8, half the MMAs, x loads and
+  x and accumulator registers of 16 (sm90: int4's loop 393 -> 342 instructions, 168 -> 128
+  registers; int8 473 -> 399, 112 -> 80). The same bits (tests/kernels/test_decode_mma.py);
+  not yet timed on a GPU, so not the default: ``python -m bench.decode_rows`` times it."""
 
 
 BIG_MODE = {0: 0, 2: 1, 1: 2}
@@ -351,7 +226,8 @@ def decode_mma(
     UINT4; MX_FP4: uint8 E8M0 bytes, ``zero`` the weight's BIG flag, :data:`BIG_MODE`);
     INT4_SYM takes int8 ``x``, its ``x_scale`` ([M] or [] static) and, for asymmetric
     activations, ``x_zero`` (int32 [M]). ``split``
-    forces split-K; ``tile`` overrides TILE (benchmarks)."""
+    forces split-K; ``tile`` overrides TILE (benchmarks), and its ``ROWS`` (16, or 8 for
+    M <= 8) the rows x is padded to."""
     m, k = x.shape
     n = qdata.shape[0]
     cfg = {**TILE[wfmt], **(tile or {})}
@@ -359,6 +235,9 @@ def decode_mma(
     want = cfg.pop("STEP_K")
     per_sm = cfg.pop("per_sm", 4)
     exact = cfg.pop("exact", False)
+    cfg.setdefault("ROWS", 16)
+    if cfg["ROWS"] not in (8, 16) or m > cfg["ROWS"]:
+        raise ValueError(f"ROWS={cfg['ROWS']}: x pads to 8 or 16 rows, at least its {m}")
     if cfg.get("WT") and cfg["num_warps"] >= 4:
         raise ValueError(
             "WT (the weights as the MMA's A operand) needs fewer than 4 warps: with 4, Triton "

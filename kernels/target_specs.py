@@ -134,10 +134,10 @@ def _int_act(name: str, int4: bool, gs: int, bm: int, bn: int, bk: int, **kw: An
     return Spec(name, "int_act_mm", "_int_act_mm_kernel", sig, ce, **kw)
 
 
-def _decode_mma(name: str, wfmt: int, gs: int, step: int, target: str) -> Spec:
+def _decode_mma(name: str, wfmt: int, gs: int, step: int, target: str, rows: int = 16) -> Spec:
     """kernels/decode_mma.py; its bf16-pair assembly is NVIDIA PTX (AMD runs the float path).
     WFMT 3 is W4A8: int8 activations with zero points, symmetric int4 weights; 4 MX fp4
-    weights (E8M0 bytes, the BIG flag as z_ptr)."""
+    weights (E8M0 bytes, the BIG flag as z_ptr). ``rows``: x's padding (tile ROWS)."""
     from aoq.kernels._common import WeightFormat
     from aoq.kernels.decode_mma import TILE
 
@@ -159,6 +159,7 @@ def _decode_mma(name: str, wfmt: int, gs: int, step: int, target: str) -> Spec:
         ASM=target.startswith("sm"), UPCAST=False, WT=tile.get("WT", False),
         PREF=tile.get("PREF", False) and int4,  # decode_mma.TILE's orientation
         BIG=2 if mx else 0,  # MX: the flag read on the device, both paths compiled
+        ROWS=rows,
     )  # fmt: skip
     return Spec(name, "decode_mma", "_decode_mma_kernel", sig, ce, warps=tile["num_warps"],
                 fp8=wfmt == 2)  # fmt: skip
@@ -340,6 +341,15 @@ def specs(target: str) -> list[Spec]:
         _decode_mma("mxwo_fp8.decode_mma", 5, 32, 128, target),
         # fp8 decode_mma serves CUDA only (ROCm keeps the FMA decode below)
         *([_decode_mma("fp8wo.decode_mma", 2, 16, 128, target)] if target.startswith("sm") else []),
+        # x padded to 8 rows (tile ROWS 8, M <= 8): NVIDIA's m16n8k16 (AMD has no n = 8 MMA)
+        *(
+            [
+                _decode_mma(f"{f}.decode_mma_m8", w, gs, step, target, rows=8)
+                for f, w, gs, step in (("int4wo", 1, 128, 128), ("int8wo", 0, 16, 256))
+            ]
+            if target.startswith("sm")
+            else []
+        ),  # fmt: skip
         _wo("fp8wo.decode", f8, 2, 0, 16, 64, 128),
         # int4 groups of 128, and W4A8's of 32: one group a tile (dequantize_weight_triton)
         *(

@@ -198,3 +198,62 @@ def test_serves_only_what_it_computes():
     f8 = torch.zeros(8, 256, device=DEV).to(torch.float8_e4m3fn)
     assert dm.serves(x, f8, 1, WeightFormat.FP8)
     assert not dm.serves(x, f8.to(torch.float8_e5m2), 1, WeightFormat.FP8)  # e4m3fn only
+
+
+def _eight_row_case(fmt: str, m: int) -> tuple[tuple, dict]:
+    """decode_mma's arguments for ``fmt`` at M = m, with unaligned N and a bias."""
+    n, k = 130, 1024
+    g = torch.Generator().manual_seed(m)
+    x = torch.randn(m, k, generator=g).to(torch.bfloat16).to(DEV)
+    bias = torch.randn(n, generator=g).to(torch.bfloat16).to(DEV)
+    w = torch.randn(n, k, generator=g).to(DEV)
+    if fmt == "int4":
+        q, s, z = _int4(n, k, 128)
+        sg, zg = s.t().contiguous().t(), z.t().contiguous().t()
+        return (x, q, sg, zg, bias, k // 128, WeightFormat.UINT4), {}
+    if fmt == "int8":
+        q, s = affine.quantize_int8_symmetric(w, None)
+        return (x, q, s, None, bias, 1, WeightFormat.INT8), {}
+    if fmt == "fp8":
+        from aoq.formats import float8
+
+        q, s = float8.quantize_fp8(w, float8.Granularity.ROW)
+        return (x, q, s.reshape(-1), None, bias, 1, WeightFormat.FP8), {}
+    from aoq.kernels import act_quant as aq
+
+    q4, s4 = affine.quantize_int4_symmetric(w, 32)
+    mode = {"w4a8": 0, "w4a8-asym": 1}[fmt]
+    xq, xs, xz = aq.quantize_int8_act(x.float().cpu() + mode, mode, None)
+    extra = {"x_scale": xs.to(DEV), "x_zero": xz.to(DEV) if mode else None}
+    return (xq.to(DEV), pack_uint4(q4 + 8), s4.t().contiguous().t(), None, bias.float(),
+            k // 32, WeightFormat.INT4_SYM), extra  # fmt: skip
+
+
+@pytest.mark.parametrize("m", [1, 5, 8])
+@pytest.mark.parametrize("split", [1, 3])
+@pytest.mark.parametrize("fmt", ["int4", "int8", "fp8", "w4a8", "w4a8-asym"])
+def test_eight_rows_are_sixteen_rows_bit_for_bit(m, split, fmt):
+    """x padded to 8 rows (tile ROWS 8, M <= 8: NVIDIA's m16n8k16 with n = 8, half the
+    MMAs and x's registers of the 16-row tile) gives the 16-row tile's output bit for bit:
+    each output's products and their summation order do not depend on the padding (on a
+    GPU; the interpreter's float32 dot is numpy's, whose summation order follows the shape:
+    there the two agree to float32 rounding, exactly for W4A8's integer sums)."""
+    args, extra = _eight_row_case(fmt, m)
+    ys = []
+    for rows in (16, 8):
+        out = torch.float32 if fmt.startswith("w4a8") else OUT
+        ys.append(torch.empty(m, args[1].shape[0], dtype=out, device=DEV))
+        dm.decode_mma(*args[:5], ys[-1], *args[5:], split, tile={"ROWS": rows}, **extra)
+    if GPU or fmt.startswith("w4a8"):
+        assert torch.equal(ys[0], ys[1])
+    else:
+        assert max_rel_error(ys[0], ys[1]) < 1e-6
+
+
+def test_rows_must_hold_x():
+    args, _ = _eight_row_case("int8", 9)
+    y = torch.empty(9, args[1].shape[0], dtype=OUT, device=DEV)
+    with pytest.raises(ValueError, match="ROWS=8"):
+        dm.decode_mma(*args[:5], y, *args[5:], None, tile={"ROWS": 8})
+    with pytest.raises(ValueError, match="ROWS=32"):
+        dm.decode_mma(*args[:5], y, *args[5:], None, tile={"ROWS": 32})

@@ -151,3 +151,26 @@ def test_serves_bf16_activations_and_the_flag():
     assert not dm.serves(x, q, 16, FP4, s, flag)  # blocks of 16
     q8, s8, _ = _weight(8, 256, FP8_SMALL, wfmt=FP8)
     assert dm.serves(x, q8, 8, FP8, s8, _flag(s8, wfmt=FP8))
+
+
+@pytest.mark.parametrize("m", [1, 8])
+@pytest.mark.parametrize("big", [False, True], ids=["one-multiply", "big"])
+@pytest.mark.parametrize("wfmt", [FP4, FP8], ids=["fp4", "fp8"])
+def test_eight_rows_are_sixteen_rows_bit_for_bit(m, big, wfmt):
+    """x padded to 8 rows (tile ROWS 8, M <= 8) gives the 16-row tile's output bit for bit,
+    on either path of the block scale (on a GPU; under the interpreter up to float32
+    summation order: numpy's dot sums in an order that follows the shape). Bytes just past
+    the one-multiply limit, so no sum overflows (whose inf or NaN would follow the order)."""
+    n, k = 72, 256
+    small = SMALL if wfmt is FP4 else FP8_SMALL
+    q, s, _ = _weight(n, k, small + [LIMIT[wfmt] + 1] * big, wfmt=wfmt)
+    sg = s.t().contiguous().t()
+    x = torch.randn(m, k, generator=torch.Generator().manual_seed(m)).to(torch.bfloat16)
+    ys = []
+    for rows in (16, 8):
+        ys.append(torch.empty(m, n, dtype=OUT, device=DEV))
+        dm.decode_mma(x.to(DEV), q, sg, _flag(s, wfmt=wfmt), None, ys[-1], k // 32, wfmt, 3,
+                      tile={"ROWS": rows})  # fmt: skip
+    assert torch.equal(ys[0].isnan(), ys[1].isnan())
+    a, b = ys[0].nan_to_num(), ys[1].nan_to_num()
+    assert torch.equal(a, b) if GPU else max_rel_error(a, b) < 1e-6

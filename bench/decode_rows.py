@@ -1,0 +1,145 @@
+"""Time decode_mma with x padded to 8 rows against 16 (tile ROWS), on one GPU.
+
+``python -m bench.decode_rows [--out FILE.json]`` times, for M in {1, 8} and K x N in
+{8192 x 8192, 4096 x 14336, 14336 x 4096}, each format decode_mma serves (int4-g128, int8,
+fp8, W4A8 g32 on int8 codes, MX fp4 and MX fp8) at its TILE and at the variants below, as
+CUDA-graph replays over 8 weight copies (past L2), against bf16 F.linear. Each variant's
+output is first checked against the TILE's on the GPU: bit for bit where only the padding
+changed, to 1e-2 where the split did. Prints µs and the speedup over bf16 per case, and
+writes every row to ``--out``. A tuning aid for decode_mma.TILE, not the benchmark of record
+(that is ``make bench``).
+
+Why 8 rows (bench/NOTES.md, session 18): at M <= 8 the 16-row padding doubles the MMAs, x's
+loads and x's and the accumulators' registers. Compiled for sm90, int4's loop drops from 393
+to 342 instructions and 168 to 128 registers (eight programs an SM instead of six), int8's
+from 473 to 399 and 112 to 80 (shared memory 32 -> 24 KB).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from bench.decode_sweep import graph_us, weights
+
+VARIANTS: dict[str, list[dict[str, Any]]] = {
+    "int4": [{"ROWS": 8}, {"ROWS": 8, "per_sm": 8}, {"per_sm": 8, "maxnreg": 128}],
+    "int8": [{"ROWS": 8}, {"ROWS": 8, "per_sm": 8}, {"ROWS": 8, "num_stages": 6}],
+    "fp8": [{"ROWS": 8}, {"ROWS": 8, "per_sm": 8}, {"ROWS": 8, "num_stages": 6}],
+    "w4a8": [{"ROWS": 8}, {"ROWS": 8, "per_sm": 14}],
+    "mxfp4": [{"ROWS": 8}, {"ROWS": 8, "per_sm": 12}],
+    "mxfp8": [{"ROWS": 8}, {"ROWS": 8, "per_sm": 10}],
+}
+"""Per format: tile overrides beside the TILE itself (per_sm: programs an SM the split aims
+for; maxnreg: a register cap, for six -> eight programs without the padding change)."""
+
+SHAPES = ((8192, 8192), (4096, 14336), (14336, 4096))  # K x N
+
+
+def _mx(elem_name: str, n: int, k: int, copies: int) -> list[tuple]:
+    from aoq.formats.mx import MXElem, mx_quantize, pack_mx_codes
+    from aoq.tensors.mx import big_scale_flag
+
+    elem = MXElem[elem_name]
+    limit = 128 if elem is MXElem.FP4_E2M1 else 134
+    out = []
+    for _ in range(copies):
+        codes, scale = mx_quantize(torch.randn(n, k, device="cuda"), elem, 32, 1)
+        gm = scale.t().contiguous().t()
+        out.append((pack_mx_codes(codes, elem), gm, big_scale_flag(scale, limit)))
+    return out
+
+
+def _case(fmt: str, n: int, k: int, copies: int) -> tuple[Any, list[tuple], int]:
+    """(weight format, per-copy (codes, scale, zero or flag), groups)."""
+    from aoq.kernels._common import WeightFormat as W
+
+    if fmt.startswith("mx"):
+        elem = "FP4_E2M1" if fmt == "mxfp4" else "FP8_E4M3"
+        return (W.MX_FP4 if fmt == "mxfp4" else W.MX_FP8), _mx(elem, n, k, copies), k // 32
+    ws = weights(fmt, n, k, copies)
+    if fmt in ("int4", "w4a8"):  # the group-major scales (and zero points) of CUDA weights
+        ws = [
+            (q, s.t().contiguous().t(), None if z is None else z.t().contiguous().t())
+            for q, s, z in ws
+        ]
+        return (W.UINT4 if fmt == "int4" else W.INT4_SYM), ws, ws[0][1].shape[1]
+    return (W.INT8 if fmt == "int8" else W.FP8), ws, 1
+
+
+def _runner(wf: Any, groups: int, x: torch.Tensor, t: tuple, tile: dict) -> Any:
+    from aoq.kernels import act_quant, decode_mma
+    from aoq.kernels._common import WeightFormat as W
+
+    xq, xs = x, None
+    if wf is W.INT4_SYM:
+        xq, xs, _ = act_quant.quantize_int8_act_triton(x, 0, None)
+    out = torch.float32 if wf is W.INT4_SYM else x.dtype
+    y = torch.empty(x.shape[0], t[0].shape[0], dtype=out, device=x.device)
+
+    def call() -> torch.Tensor:
+        decode_mma.decode_mma(xq, t[0], t[1], t[2], None, y, groups, wf, None, x_scale=xs,
+                              tile=tile)  # fmt: skip
+        return y
+
+    return call
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--formats", default=",".join(VARIANTS))
+    ap.add_argument("--ms", default="1,8")
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    rows: list[dict[str, Any]] = []
+    for (k, n), m, fmt in itertools.product(
+        SHAPES, [int(v) for v in args.ms.split(",")], args.formats.split(",")
+    ):
+        copies = 8
+        wf, ws, groups = _case(fmt, n, k, copies)
+        xs = [torch.randn(m, k, dtype=torch.bfloat16, device="cuda") for _ in range(copies)]
+        wb = [torch.randn(n, k, dtype=torch.bfloat16, device="cuda") for _ in range(copies)]
+        bf16 = graph_us([lambda x=x, w=w: F.linear(x, w) for x, w in zip(xs, wb, strict=True)])
+        del wb
+        base = _runner(wf, groups, xs[0], ws[0], {})().clone()
+        line = f"K{k} N{n} M{m} {fmt:6s} bf16 {bf16:6.1f}"
+        for tile in [{}, *VARIANTS[fmt]]:
+            row: dict[str, Any] = {
+                "fmt": fmt,
+                "k": k,
+                "n": n,
+                "m": m,
+                "tile": tile,
+                "bf16_us": bf16,
+            }
+            try:
+                got = _runner(wf, groups, xs[0], ws[0], tile)()
+                if set(tile) <= {"ROWS"}:
+                    ok = torch.equal(got.nan_to_num(), base.nan_to_num())
+                else:
+                    err = ((got.float() - base.float()).norm() / base.float().norm()).item()
+                    ok = err < 1e-2
+                row["matches"] = ok
+                calls = [_runner(wf, groups, x, t, tile) for x, t in zip(xs, ws, strict=True)]
+                row["us"] = graph_us(calls)
+                line += f" | {json.dumps(tile) if tile else 'TILE'} {row['us']:6.1f}"
+                line += f" x{bf16 / row['us']:.2f}" + ("" if ok else " MISMATCH")
+            except Exception as e:  # noqa: BLE001 - a variant that fails is a result
+                row["error"] = f"{type(e).__name__}: {str(e)[:200]}"
+                line += f" | {json.dumps(tile)} error {row['error'][:80]}"
+            rows.append(row)
+        print(line, flush=True)
+        del ws, xs
+        torch.cuda.empty_cache()
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,144 @@
+"""decode_mma.py's main loop for the grouped weight formats (int4, W4A8, MX fp4 and fp8),
+step by step: a step's scales and zero points (loaded one step ahead under PREF), its codes
+assembled into bf16 pairs (bf16_codes.py), and the MMAs in either orientation (WT: the
+weights as operand A). Split from the kernel file to keep each file readable; the kernel
+and its launcher are in decode_mma.py."""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+from aoq.kernels._common import mma
+from aoq.kernels.bf16_codes import fp4_codes, int4_codes, mxfp8_codes
+
+
+@triton.jit
+def _group_params(s_ptr, z_ptr, srow, nmask, k0, k_hi, stride_sg, WFMT: tl.constexpr,
+                  GROUP_SIZE: tl.constexpr):  # fmt: skip
+    """Scales [BLOCK_N] (WFMT 4: E8M0 bytes as int32) and zero points (WFMT 1; 3: 8) of the
+    group at k0 (``srow``: each row's offset; ``stride_sg``: the groups' stride, 1 or N);
+    zeros from k_hi on."""
+    m = nmask & (k0 < k_hi)
+    g = (k0 // GROUP_SIZE) * stride_sg  # < 2**31: the scale tensor has fewer elements
+    s = tl.load(s_ptr + srow + g, mask=m, other=0)
+    if WFMT == 1:
+        z = tl.load(z_ptr + srow + g, mask=m, other=0).to(tl.int32)
+    else:
+        z = tl.full(srow.shape, 8, tl.int32)
+    if WFMT >= 4:  # E8M0 bytes
+        s = s.to(tl.int32)
+    return s, z
+
+
+@triton.jit
+def _step_params(s_ptr, z_ptr, srow, nmask, k0, k_hi, stride_sg, WFMT: tl.constexpr,
+                 GROUP_SIZE: tl.constexpr, GROUPS: tl.constexpr):  # fmt: skip
+    """The scales and zero points of the step at k0, for PREF: GROUPS (1, 2 or 4) pairs,
+    returned as four (a step of fewer groups repeats its first; nothing reads the copies)."""
+    s0, z0 = _group_params(s_ptr, z_ptr, srow, nmask, k0, k_hi, stride_sg, WFMT, GROUP_SIZE)
+    s1, z1, s2, z2, s3, z3 = s0, z0, s0, z0, s0, z0
+    if GROUPS > 1:
+        s1, z1 = _group_params(s_ptr, z_ptr, srow, nmask, k0 + GROUP_SIZE, k_hi, stride_sg,
+                               WFMT, GROUP_SIZE)  # fmt: skip
+    if GROUPS > 2:
+        s2, z2 = _group_params(s_ptr, z_ptr, srow, nmask, k0 + 2 * GROUP_SIZE, k_hi,
+                               stride_sg, WFMT, GROUP_SIZE)  # fmt: skip
+        s3, z3 = _group_params(s_ptr, z_ptr, srow, nmask, k0 + 3 * GROUP_SIZE, k_hi,
+                               stride_sg, WFMT, GROUP_SIZE)  # fmt: skip
+    return s0, z0, s1, z1, s2, z2, s3, z3
+
+
+@triton.jit
+def _weights_mma(acc, acc_t, w, xt, UPCAST: tl.constexpr, WT: tl.constexpr):
+    """(acc, acc_t) plus x's tile times the decoded weights w [BLOCK_N, C] (one per byte), in
+    either orientation."""
+    if not UPCAST:
+        w = w.to(tl.bfloat16)
+    if WT:
+        acc_t = mma(w, tl.trans(xt), acc_t, UPCAST, "ieee")
+    else:
+        acc = mma(xt, tl.trans(w), acc, UPCAST, "ieee")
+    return acc, acc_t
+
+
+@triton.jit
+def _nibble_step(acc, acc_t, xt, wptrs, nmask, s_cur, z_cur, WFMT: tl.constexpr,
+                 GROUP_SIZE: tl.constexpr, BIG: tl.constexpr, ASM: tl.constexpr,
+                 UPCAST: tl.constexpr, WT: tl.constexpr):  # fmt: skip
+    """One group of two codes a byte: the low nibbles meet x's even columns, the high ones
+    its odd columns. int4 sums the group apart and scales it; MX fp4 has the scale in the
+    codes' values."""
+    xe, xo = tl.split(tl.reshape(xt, (xt.shape[0], GROUP_SIZE // 2, 2)))
+    b = tl.load(wptrs, mask=nmask[:, None], other=0)
+    if WFMT == 4:
+        lo, hi = fp4_codes(b, s_cur, BIG, ASM)
+    else:
+        lo, hi = int4_codes(b, z_cur, ASM)
+    if not UPCAST:
+        lo, hi = lo.to(tl.bfloat16), hi.to(tl.bfloat16)
+    if WFMT == 4 and WT:
+        acc_t = mma(lo, tl.trans(xe), acc_t, UPCAST, "ieee")
+        acc_t = mma(hi, tl.trans(xo), acc_t, UPCAST, "ieee")
+    elif WFMT == 4:
+        acc = mma(xe, tl.trans(lo), acc, UPCAST, "ieee")
+        acc = mma(xo, tl.trans(hi), acc, UPCAST, "ieee")
+    elif WT:
+        part = mma(lo, tl.trans(xe), tl.zeros(acc_t.shape, dtype=tl.float32), UPCAST, "ieee")
+        part = mma(hi, tl.trans(xo), part, UPCAST, "ieee")
+        acc_t += part * s_cur[:, None]
+    else:
+        part = mma(xe, tl.trans(lo), tl.zeros(acc.shape, dtype=tl.float32), UPCAST, "ieee")
+        part = mma(xo, tl.trans(hi), part, UPCAST, "ieee")
+        acc += part * s_cur[None, :]
+    return acc, acc_t
+
+
+@triton.jit
+def _group_steps(
+    acc, acc_t, xrows, wrows, s_ptr, z_ptr, srow, nmask, mmask, xz, k_lo, k_hi, stride_sg,
+    WFMT: tl.constexpr, GROUP_SIZE: tl.constexpr, GROUPS: tl.constexpr, XQ: tl.constexpr,
+    XZ: tl.constexpr, BLOCK_K: tl.constexpr, ASM: tl.constexpr, UPCAST: tl.constexpr,
+    WT: tl.constexpr, PREF: tl.constexpr, BIG: tl.constexpr,
+):  # fmt: skip
+    """The main loop of the grouped formats (int4, W4A8, MX) over K range [k_lo, k_hi):
+    (acc, acc_t) plus this range's products. ``wrows``: each row's first code byte plus the
+    group's byte offsets; ``srow``: each row's scale offset; BIG: MX fp4's second multiply."""
+    offs_g = tl.arange(0, GROUP_SIZE)
+    if PREF:  # a step's scales and zero points are loaded one step ahead
+        tl.static_assert(GROUPS == 1 or GROUPS == 2 or GROUPS == 4, "PREF: 1, 2, 4 groups")
+        s0n, z0n, s1n, z1n, s2n, z2n, s3n, z3n = _step_params(
+            s_ptr, z_ptr, srow, nmask, k_lo, k_hi, stride_sg, WFMT, GROUP_SIZE, GROUPS
+        )
+    for k0 in range(k_lo, k_hi, BLOCK_K):
+        if PREF:
+            s0, z0, s1, z1, s2, z2, s3, z3 = s0n, z0n, s1n, z1n, s2n, z2n, s3n, z3n
+            s0n, z0n, s1n, z1n, s2n, z2n, s3n, z3n = _step_params(
+                s_ptr, z_ptr, srow, nmask, k0 + BLOCK_K, k_hi, stride_sg, WFMT, GROUP_SIZE,
+                GROUPS,
+            )  # fmt: skip
+        for j in tl.static_range(GROUPS):
+            kg = k0 + j * GROUP_SIZE
+            if not PREF:
+                s_cur, z_cur = _group_params(s_ptr, z_ptr, srow, nmask, kg, k_hi, stride_sg,
+                                             WFMT, GROUP_SIZE)  # fmt: skip
+            elif j == 0:
+                s_cur, z_cur = s0, z0
+            elif j == 1:
+                s_cur, z_cur = s1, z1
+            elif j == 2:
+                s_cur, z_cur = s2, z2
+            else:
+                s_cur, z_cur = s3, z3
+            xt = tl.load(xrows + (kg + offs_g)[None, :], mask=mmask[:, None], other=0)
+            if XZ:
+                xt = xt.to(tl.int32) - xz
+            if XQ:  # (the interpreter's int8 -> bf16 conversion is not exact)
+                xt = xt.to(tl.float32 if UPCAST else tl.bfloat16)
+            if WFMT == 5:  # MX fp8: a byte a code, the block scale in the values
+                b = tl.load(wrows + kg, mask=nmask[:, None], other=0)
+                acc, acc_t = _weights_mma(acc, acc_t, mxfp8_codes(b, s_cur, BIG, ASM), xt,
+                                          UPCAST, WT)  # fmt: skip
+            else:
+                acc, acc_t = _nibble_step(acc, acc_t, xt, wrows + kg // 2, nmask, s_cur, z_cur,
+                                          WFMT, GROUP_SIZE, BIG, ASM, UPCAST, WT)  # fmt: skip
+    return acc, acc_t
