@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import sqlite3
 from collections.abc import Iterable
 from pathlib import Path
@@ -32,9 +33,26 @@ class Run:
 
     @property
     def label(self) -> str:
-        """The matrix column: backend, plus the arch where it says more (sm90, gfx942)."""
+        """The matrix column: backend, plus the arch where it says more (sm90, gfx942), plus
+        for speed runs the GPU model (an H100 and an H200 share sm90 and its tolerances, not
+        their timings: each bench run's baseline is the same model's)."""
         i = self.info
-        return i.backend if i.arch in ("cpu", i.backend) else f"{i.backend}-{i.arch}"
+        label = i.backend if i.arch in ("cpu", i.backend) else f"{i.backend}-{i.arch}"
+        model = gpu_model(i.device) if i.kind == "bench" and i.backend != "cpu" else None
+        return f"{label}-{model}" if model else label
+
+
+_MODEL = re.compile(r"[A-Z]{0,4}\d{2,4}[A-Z]{0,2}")
+
+
+def gpu_model(device: str) -> str | None:
+    """The model in a device name: "NVIDIA H100 80GB HBM3" -> "H100", "NVIDIA H200" ->
+    "H200", "AMD Instinct MI300X" -> "MI300X", "NVIDIA A100-SXM4-80GB" -> "A100"; None when
+    no word is one."""
+    for word in re.split(r"[\s-]+", device):
+        if _MODEL.fullmatch(word):
+            return word
+    return None
 
 
 def load_runs(store: Path | None, runs_dir: Path | None) -> dict[str, Run]:
