@@ -157,8 +157,9 @@ split up to one full wave, not only powers of two), orientation (WT), scale pref
   64 x 256 on 4 warps); M 16 19.4-22.7 / 20.4-22.6 against 20.9-23.2 / 21.2-22.8.
 - ROWS (a tile key, default 16): 8 pads x to 8 rows at M <= 8, half the MMAs, x loads and
   x and accumulator registers of 16 (sm90: int4's loop 393 -> 342 instructions, 168 -> 128
-  registers; int8 473 -> 399, 112 -> 80). The same bits (tests/kernels/test_decode_mma.py);
-  not yet timed on a GPU, so not the default: ``python -m bench.decode_rows`` times it."""
+  registers; int8 473 -> 399, 112 -> 80). tests/kernels/test_decode_mma.py asserts the
+  16-row bits on a GPU (the interpreter agrees to float32 rounding); not yet run or timed on
+  a GPU, so not the default: ``python -m bench.decode_rows`` checks and times it."""
 
 
 BIG_MODE = {0: 0, 2: 1, 1: 2}
