@@ -1,13 +1,15 @@
-"""Time decode_mma with x padded to 8 rows against 16 (tile ROWS), on one GPU.
+"""Time decode_mma with x padded to 8 rows and to 16 (tile ROWS), on one GPU.
 
 ``python -m bench.decode_rows [--out FILE.json]`` times, for M in {1, 8} and K x N in
 {8192 x 8192, 4096 x 14336, 14336 x 4096}, each format decode_mma serves (int4-g128, int8,
 fp8, W4A8 g32 on int8 codes, MX fp4 and MX fp8) at its TILE and at the variants below, as
 CUDA-graph replays over 8 weight copies (past L2), against bf16 F.linear. Each variant's
 output is first checked against the TILE's on the GPU: bit for bit where only the padding
-changed, to 1e-2 where the split did. Prints µs and the speedup over bf16 per case, and
-writes every row to ``--out``. A tuning aid for decode_mma.TILE, not the benchmark of record
-(that is ``make bench``).
+changed, to 1e-2 where the split did. Prints µs and the speedup over bf16 per case, beside
+the time a plain read of the weight's bytes takes (``read``: a grid-strided int32 sum, the
+floor of any kernel that reads them once), and writes every row to ``--out``. ``--extra``
+adds variants (JSON, per format), ``--no-defaults`` drops the ones below. A tuning aid for
+decode_mma.TILE, not the benchmark of record (that is ``make bench``).
 
 Why 8 rows (bench/NOTES.md, session 18): at M <= 8 the 16-row padding doubles the MMAs, x's
 loads and x's and the accumulators' registers. Compiled for sm90, int4's loop drops from 393
@@ -18,27 +20,59 @@ from 473 to 399 and 112 to 80 (shared memory 32 -> 24 KB).
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import json
 from typing import Any
 
 import torch
 import torch.nn.functional as F
+import triton
+import triton.language as tl
 
 from bench.decode_sweep import graph_us, weights
 
 VARIANTS: dict[str, list[dict[str, Any]]] = {
-    "int4": [{"ROWS": 8}, {"ROWS": 8, "per_sm": 8}, {"per_sm": 8, "maxnreg": 128}],
-    "int8": [{"ROWS": 8}, {"ROWS": 8, "per_sm": 8}, {"ROWS": 8, "num_stages": 6}],
-    "fp8": [{"ROWS": 8}, {"ROWS": 8, "per_sm": 8}, {"ROWS": 8, "num_stages": 6}],
-    "w4a8": [{"ROWS": 8}, {"ROWS": 8, "per_sm": 14}],
-    "mxfp4": [{"ROWS": 8}, {"ROWS": 8, "per_sm": 12}],
-    "mxfp8": [{"ROWS": 8}, {"ROWS": 8, "per_sm": 10}],
+    "int4": [{"ROWS": 16}, {"ROWS": 8, "per_sm": 8}],
+    "int8": [{"ROWS": 16}, {"ROWS": 8, "per_sm": 6}],
+    "fp8": [{"ROWS": 16}, {"ROWS": 8, "BLOCK_N": 32, "STEP_K": 256}],
+    "w4a8": [{"ROWS": 16}, {"ROWS": 8, "per_sm": 14}],
+    "mxfp4": [{"ROWS": 16}, {"ROWS": 8, "per_sm": 12}],
+    "mxfp8": [{"ROWS": 16}, {"ROWS": 8}],
 }
-"""Per format: tile overrides beside the TILE itself (per_sm: programs an SM the split aims
-for; maxnreg: a register cap, for six -> eight programs without the padding change)."""
+"""Per format: tile overrides beside the TILE itself (which pads x to 8 rows at M <= 8 for
+every format but MX fp8; per_sm: programs an SM the split aims for)."""
 
 SHAPES = ((8192, 8192), (4096, 14336), (14336, 4096))  # K x N
+
+
+@triton.jit
+def _read_kernel(p, out, n, BLOCK: tl.constexpr):
+    """Sum ``n`` int32 words, grid-strided: reads only (the floor of a kernel that reads
+    the weight once)."""
+    start = tl.program_id(0) * BLOCK
+    offs = tl.arange(0, BLOCK)
+    acc = tl.zeros([BLOCK], tl.int32)
+    for off in range(start, n, tl.num_programs(0) * BLOCK):
+        acc += tl.load(p + off + offs, mask=off + offs < n, other=0)
+    tl.store(out + tl.program_id(0), tl.sum(acc))
+
+
+def read_us(nbytes: int, copies: int = 8) -> float:
+    """Graph-replay µs to read ``nbytes`` once (rotating ``copies`` buffers past L2)."""
+    n = -(-nbytes // 4)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    bufs = [torch.ones(n, dtype=torch.int32, device="cuda") for _ in range(copies)]
+    out = torch.empty(sms * 4, dtype=torch.int32, device="cuda")
+
+    def call(b: torch.Tensor) -> Any:
+        return _read_kernel[(sms * 4,)](b, out, n, BLOCK=2048, num_warps=8)
+
+    return graph_us([functools.partial(call, b) for b in bufs])
+
+
+def _bytes(t: tuple) -> int:
+    return sum(a.numel() * a.element_size() for a in t if isinstance(a, torch.Tensor))
 
 
 def _mx(elem_name: str, n: int, k: int, copies: int) -> list[tuple]:
@@ -95,7 +129,10 @@ def main() -> None:
     ap.add_argument("--formats", default=",".join(VARIANTS))
     ap.add_argument("--ms", default="1,8")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--extra", default="{}", help='more variants, JSON: {"int4": [{...}]}')
+    ap.add_argument("--no-defaults", action="store_true", help="only --extra's variants")
     args = ap.parse_args()
+    extra = json.loads(args.extra)
     rows: list[dict[str, Any]] = []
     for (k, n), m, fmt in itertools.product(
         SHAPES, [int(v) for v in args.ms.split(",")], args.formats.split(",")
@@ -106,9 +143,11 @@ def main() -> None:
         wb = [torch.randn(n, k, dtype=torch.bfloat16, device="cuda") for _ in range(copies)]
         bf16 = graph_us([lambda x=x, w=w: F.linear(x, w) for x, w in zip(xs, wb, strict=True)])
         del wb
+        floor = read_us(_bytes(ws[0]))
         base = _runner(wf, groups, xs[0], ws[0], {})().clone()
-        line = f"K{k} N{n} M{m} {fmt:6s} bf16 {bf16:6.1f}"
-        for tile in [{}, *VARIANTS[fmt]]:
+        line = f"K{k} N{n} M{m} {fmt:6s} bf16 {bf16:6.1f} read {floor:5.1f}"
+        tiles = [] if args.no_defaults else VARIANTS[fmt]
+        for tile in [{}, *tiles, *extra.get(fmt, [])]:
             row: dict[str, Any] = {
                 "fmt": fmt,
                 "k": k,
@@ -116,6 +155,7 @@ def main() -> None:
                 "m": m,
                 "tile": tile,
                 "bf16_us": bf16,
+                "read_us": floor,
             }
             try:
                 got = _runner(wf, groups, xs[0], ws[0], tile)()

@@ -127,17 +127,17 @@ def _decode_mma_kernel(
 
 TILE = {
     WeightFormat.UINT4: {"BLOCK_N": 64, "STEP_K": 128, "num_warps": 2, "num_stages": 3,
-                         "per_sm": 6, "exact": True, "WT": True, "PREF": True},
+                         "per_sm": 6, "exact": True, "WT": True, "PREF": True, "rows8": True},
     WeightFormat.INT4_SYM: {"BLOCK_N": 64, "STEP_K": 64, "num_warps": 2, "num_stages": 3,
-                            "per_sm": 10, "WT": True, "PREF": True},
+                            "per_sm": 10, "WT": True, "PREF": True, "rows8": True},
     WeightFormat.MX_FP4: {"BLOCK_N": 64, "STEP_K": 64, "num_warps": 2, "num_stages": 3,
-                          "per_sm": 10, "WT": True, "PREF": True},
+                          "per_sm": 10, "WT": True, "PREF": True, "rows8": True},
     WeightFormat.MX_FP8: {"BLOCK_N": 64, "STEP_K": 128, "num_warps": 2, "num_stages": 3,
                           "per_sm": 8, "WT": True, "PREF": True},
     WeightFormat.INT8: {"BLOCK_N": 32, "STEP_K": 256, "num_warps": 2, "num_stages": 4,
-                        "per_sm": 4, "WT": True},
+                        "per_sm": 4, "WT": True, "rows8": True},
     WeightFormat.FP8: {"BLOCK_N": 64, "STEP_K": 128, "num_warps": 2, "num_stages": 4,
-                       "per_sm": 4, "WT": True},
+                       "per_sm": 4, "WT": True, "rows8": True},
 }  # fmt: skip
 """Per weight format: outputs per program (BLOCK_N), K per loop step (int4: whole groups, at
 least one), warps, pipeline depth, split-K programs per SM (splitk.split_k; ``exact``: any
@@ -155,11 +155,16 @@ split up to one full wave, not only powers of two), orientation (WT), scale pref
   24 other tiles (32-128 rows, 64-128 K, 3-4 stages, no PREF) no faster (session 17).
 - INT8 / FP8: 19.3-21.2 / 19.4-21.0 us at M 1 against 19.5-21.3 / 19.4-21.2 (64 x 128 or
   64 x 256 on 4 warps); M 16 19.4-22.7 / 20.4-22.6 against 20.9-23.2 / 21.2-22.8.
-- ROWS (a tile key, default 16): 8 pads x to 8 rows at M <= 8, half the MMAs, x loads and
-  x and accumulator registers of 16 (sm90: int4's loop 393 -> 342 instructions, 168 -> 128
-  registers; int8 473 -> 399, 112 -> 80). tests/kernels/test_decode_mma.py asserts the
-  16-row bits on a GPU (the interpreter agrees to float32 rounding); not yet run or timed on
-  a GPU, so not the default: ``python -m bench.decode_rows`` checks and times it."""
+- ROWS (a tile key): the rows x is padded to, 16, or 8 at M <= 8 where ``rows8`` (on NVIDIA
+  and the interpreter; AMD has no n = 8 MMA): half the MMAs, x loads and x and accumulator
+  registers of 16 (sm90: int4's loop 393 -> 342 instructions, 168 -> 128 registers; int8
+  473 -> 399, 112 -> 80). The same bits as 16 rows (tests/kernels/test_decode_mma.py, on an
+  H100). H100 graph replays, 16 -> 8 rows at M 1 (``python -m bench.decode_rows``, session
+  19): int4 21.3 / 19.5 / 19.2 -> 20.2 / 18.6 / 18.4 us, int8 28.6 / 26.1 / 26.0 -> 28.0 /
+  24.5 / 25.4, fp8 28.8 / 26.8 / 26.8 -> 28.9 / 26.0 / 26.2, W4A8 24.9 / 23.4 / 22.7 ->
+  24.0 / 22.1 / 21.9, MX fp4 24.5 / 22.2 / 22.6 -> 23.0 / 20.8 / 21.5; MX fp8 36.2 / 33.1 /
+  32.5 -> 38.2 / 33.2 / 32.9 (slower: stays at 16). per_sm 8 with 8 rows (int4 fits eight
+  programs an SM): 20.7 / 18.2 / 18.8, no better overall."""
 
 
 BIG_MODE = {0: 0, 2: 1, 1: 2}
@@ -228,7 +233,7 @@ def decode_mma(
     INT4_SYM takes int8 ``x``, its ``x_scale`` ([M] or [] static) and, for asymmetric
     activations, ``x_zero`` (int32 [M]). ``split``
     forces split-K; ``tile`` overrides TILE (benchmarks), and its ``ROWS`` (16, or 8 for
-    M <= 8) the rows x is padded to."""
+    M <= 8) the rows x is padded to (by default 8 at M <= 8 where TILE says ``rows8``)."""
     m, k = x.shape
     n = qdata.shape[0]
     cfg = {**TILE[wfmt], **(tile or {})}
@@ -236,7 +241,9 @@ def decode_mma(
     want = cfg.pop("STEP_K")
     per_sm = cfg.pop("per_sm", 4)
     exact = cfg.pop("exact", False)
-    cfg.setdefault("ROWS", 16)
+    backend = backend_of(x.device)
+    rows8 = cfg.pop("rows8", False) and m <= 8 and backend is not Backend.ROCM
+    cfg.setdefault("ROWS", 8 if rows8 else 16)
     if cfg["ROWS"] not in (8, 16) or m > cfg["ROWS"]:
         raise ValueError(f"ROWS={cfg['ROWS']}: x pads to 8 or 16 rows, at least its {m}")
     if cfg.get("WT") and cfg["num_warps"] >= 4:
@@ -248,7 +255,6 @@ def decode_mma(
     gs = 16 if per_channel else k // groups
     bk = splitk.k_step(k, gs, want)
     cfg["PREF"] = cfg.get("PREF", False) and bk // gs in (1, 2, 4)
-    backend = backend_of(x.device)
     n_prog = triton.cdiv(n, bn)
     p = splitk.plan(y, backend, n_prog, k, bk, split, per_sm=per_sm, exact=exact)
     xq = x_scale is not None
