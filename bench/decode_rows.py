@@ -34,8 +34,8 @@ from bench.decode_sweep import graph_us, weights
 
 VARIANTS: dict[str, list[dict[str, Any]]] = {
     "int4": [{"ROWS": 16}, {"ROWS": 8, "per_sm": 8}],
-    "int8": [{"ROWS": 16}, {"ROWS": 8, "per_sm": 6}],
-    "fp8": [{"ROWS": 16}, {"ROWS": 8, "BLOCK_N": 32, "STEP_K": 256}],
+    "int8": [{"ROWS": 16}, {"ROWS": 8, "num_stages": 4}],
+    "fp8": [{"ROWS": 16}, {"ROWS": 8, "BLOCK_N": 64, "STEP_K": 128}],
     "w4a8": [{"ROWS": 16}, {"ROWS": 8, "per_sm": 14}],
     "mxfp4": [{"ROWS": 16}, {"ROWS": 8, "per_sm": 12}],
     "mxfp8": [{"ROWS": 16}, {"ROWS": 8}],
@@ -63,10 +63,10 @@ def read_us(nbytes: int, copies: int = 8) -> float:
     n = -(-nbytes // 4)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     bufs = [torch.ones(n, dtype=torch.int32, device="cuda") for _ in range(copies)]
-    out = torch.empty(sms * 4, dtype=torch.int32, device="cuda")
+    out = torch.empty(sms * 8, dtype=torch.int32, device="cuda")
 
     def call(b: torch.Tensor) -> Any:
-        return _read_kernel[(sms * 4,)](b, out, n, BLOCK=2048, num_warps=8)
+        return _read_kernel[(sms * 8,)](b, out, n, BLOCK=4096, num_warps=8)
 
     return graph_us([functools.partial(call, b) for b in bufs])
 

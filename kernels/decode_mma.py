@@ -134,9 +134,9 @@ TILE = {
                           "per_sm": 10, "WT": True, "PREF": True, "rows8": True},
     WeightFormat.MX_FP8: {"BLOCK_N": 64, "STEP_K": 128, "num_warps": 2, "num_stages": 3,
                           "per_sm": 8, "WT": True, "PREF": True},
-    WeightFormat.INT8: {"BLOCK_N": 32, "STEP_K": 256, "num_warps": 2, "num_stages": 4,
+    WeightFormat.INT8: {"BLOCK_N": 32, "STEP_K": 256, "num_warps": 2, "num_stages": 3,
                         "per_sm": 4, "WT": True, "rows8": True},
-    WeightFormat.FP8: {"BLOCK_N": 64, "STEP_K": 128, "num_warps": 2, "num_stages": 4,
+    WeightFormat.FP8: {"BLOCK_N": 32, "STEP_K": 256, "num_warps": 2, "num_stages": 4,
                        "per_sm": 4, "WT": True, "rows8": True},
 }  # fmt: skip
 """Per weight format: outputs per program (BLOCK_N), K per loop step (int4: whole groups, at
@@ -154,7 +154,10 @@ split up to one full wave, not only powers of two), orientation (WT), scale pref
 - MX_FP8: 30.4 / 27.8 / 26.7 us at M 1 against 30.7 / 30.0 / 26.7 for 4 stages at 4 an SM;
   24 other tiles (32-128 rows, 64-128 K, 3-4 stages, no PREF) no faster (session 17).
 - INT8 / FP8: 19.3-21.2 / 19.4-21.0 us at M 1 against 19.5-21.3 / 19.4-21.2 (64 x 128 or
-  64 x 256 on 4 warps); M 16 19.4-22.7 / 20.4-22.6 against 20.9-23.2 / 21.2-22.8.
+  64 x 256 on 4 warps); M 16 19.4-22.7 / 20.4-22.6 against 20.9-23.2 / 21.2-22.8. On an
+  H100 with 8 rows (session 19): int8 3 stages 27.6 / 23.6 / 24.7 us against 4 stages 27.7
+  / 24.4 / 25.2; fp8 32 x 256 27.4 / 24.0 / 24.7 against 64 x 128 28.4 / 26.3 / 26.5
+  (a plain read of the int8 bytes: 24.5 / 22.0 / 22.3).
 - ROWS (a tile key): the rows x is padded to, 16, or 8 at M <= 8 where ``rows8`` (on NVIDIA
   and the interpreter; AMD has no n = 8 MMA): half the MMAs, x loads and x and accumulator
   registers of 16 (sm90: int4's loop 393 -> 342 instructions, 168 -> 128 registers; int8
