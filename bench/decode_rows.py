@@ -36,7 +36,7 @@ VARIANTS: dict[str, list[dict[str, Any]]] = {
     "int4": [{"ROWS": 16}, {"ROWS": 8, "per_sm": 8}],
     "int8": [{"ROWS": 16}, {"ROWS": 8, "num_stages": 4}],
     "fp8": [{"ROWS": 16}, {"ROWS": 8, "BLOCK_N": 64, "STEP_K": 128}],
-    "w4a8": [{"ROWS": 16}, {"ROWS": 8, "per_sm": 14}],
+    "w4a8": [{"ROWS": 16}, {"IMMA": False}, {"ROWS": 16, "IMMA": False}, {"per_sm": 14}],
     "mxfp4": [{"ROWS": 16}, {"ROWS": 8, "per_sm": 12}],
     "mxfp8": [{"ROWS": 16}, {"ROWS": 8}],
 }

@@ -85,6 +85,15 @@ fma.rn.bf16x2 $1, m1, one, c1;
 }""")
 """Four int8 codes ($2) -> four bf16 (two words, the first code in the low half)."""
 
+_NIBBLE_BYTES_ASM = tl.constexpr("""{
+.reg .b32 t;
+shl.b32 t, $2, 4;
+lop3.b32 $0, t, 0xF0F0F0F0, 0x80808080, 0x6a;
+lop3.b32 $1, $2, 0xF0F0F0F0, 0x80808080, 0x6a;
+}""")
+"""Four bytes ($2) -> 16 q of their low nibbles ($0) and of their high ones ($1), a byte
+each: (a & 0xF0) ^ 0x80 (lop3 table 0x6a)."""
+
 _FP8_HEAD = """
 .reg .b32 h0, h1, p, q, nz;
 mov.b32 nz, 0x80008000;
@@ -185,6 +194,22 @@ def int4_codes(b, z, ASM: tl.constexpr):
         zf = z.to(tl.float32)[:, None]
         lo = (p & 0xF).to(tl.float32) - zf  # small integers: exact in bf16 too
         hi = (p >> 4).to(tl.float32) - zf
+    return lo, hi
+
+
+@triton.jit
+def nibble_bytes(b, ASM: tl.constexpr):
+    """uint8 [R, C] bytes of symmetric int4 codes (q + 8) -> (16 q of the low nibbles, 16 q
+    of the high ones) as int8 [R, C]: a nibble moved to the top of its byte, its top bit
+    flipped (16 (q + 8) - 128 = 16 q in two's complement). Three instructions for four
+    bytes; the integer MMA's sums come out 16 times too large, exactly."""
+    if ASM:
+        lo, hi = tl.inline_asm_elementwise(
+            _NIBBLE_BYTES_ASM, "=r,=r,r", [b], dtype=(tl.int8, tl.int8), is_pure=True, pack=4
+        )
+    else:
+        lo = (((b & 0xF).to(tl.int32) - 8) * 16).to(tl.int8)
+        hi = (((b >> 4).to(tl.int32) - 8) * 16).to(tl.int8)
     return lo, hi
 
 

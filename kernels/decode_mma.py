@@ -55,7 +55,7 @@ def _decode_mma_kernel(
     XZ: tl.constexpr, STATIC: tl.constexpr, HAS_BIAS: tl.constexpr, SPLIT_K: tl.constexpr,
     TAIL: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, ASM: tl.constexpr,
     UPCAST: tl.constexpr, WT: tl.constexpr = False, PREF: tl.constexpr = False,
-    BIG: tl.constexpr = 0, ROWS: tl.constexpr = 16,
+    BIG: tl.constexpr = 0, ROWS: tl.constexpr = 16, IMMA: tl.constexpr = False,
 ):  # fmt: skip
     """Program (n, s): outputs [ROWS, BLOCK_N] (x padded to ROWS rows: 16, or 8 for M <= 8,
     the n of NVIDIA's m16n8k16) over K range s. int4 (WFMT 1: zero points from
@@ -97,11 +97,13 @@ def _decode_mma_kernel(
             acc, acc_t = _group_steps(
                 acc, acc_t, xrows, wrows, s_ptr, z_ptr, srow, nmask, mmask, xz, k_lo, k_hi,
                 stride_sg, WFMT, GROUP_SIZE, GROUPS, XQ, XZ, BLOCK_K, ASM, UPCAST, WT, PREF, True,
+                IMMA,
             )  # fmt: skip
         else:
             acc, acc_t = _group_steps(
                 acc, acc_t, xrows, wrows, s_ptr, z_ptr, srow, nmask, mmask, xz, k_lo, k_hi,
                 stride_sg, WFMT, GROUP_SIZE, GROUPS, XQ, XZ, BLOCK_K, ASM, UPCAST, WT, PREF, False,
+                IMMA,
             )  # fmt: skip
     else:
         if WFMT == 2:  # float8 codes read as their bytes (the conversion is ours)
@@ -129,7 +131,7 @@ TILE = {
     WeightFormat.UINT4: {"BLOCK_N": 64, "STEP_K": 128, "num_warps": 2, "num_stages": 3,
                          "per_sm": 6, "exact": True, "WT": True, "PREF": True, "rows8": True},
     WeightFormat.INT4_SYM: {"BLOCK_N": 64, "STEP_K": 64, "num_warps": 2, "num_stages": 3,
-                            "per_sm": 10, "WT": True, "PREF": True, "rows8": True},
+                            "per_sm": 10, "WT": True, "PREF": True, "rows8": True, "IMMA": True},
     WeightFormat.MX_FP4: {"BLOCK_N": 64, "STEP_K": 64, "num_warps": 2, "num_stages": 3,
                           "per_sm": 10, "WT": True, "PREF": True, "rows8": True},
     WeightFormat.MX_FP8: {"BLOCK_N": 64, "STEP_K": 128, "num_warps": 2, "num_stages": 3,
@@ -249,6 +251,7 @@ def decode_mma(
     cfg.setdefault("ROWS", 8 if rows8 else 16)
     if cfg["ROWS"] not in (8, 16) or m > cfg["ROWS"]:
         raise ValueError(f"ROWS={cfg['ROWS']}: x pads to 8 or 16 rows, at least its {m}")
+    cfg["IMMA"] = cfg.get("IMMA", False) and wfmt is WeightFormat.INT4_SYM and x_zero is None
     if cfg.get("WT") and cfg["num_warps"] >= 4:
         raise ValueError(
             "WT (the weights as the MMA's A operand) needs fewer than 4 warps: with 4, Triton "

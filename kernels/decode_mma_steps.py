@@ -9,7 +9,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 from aoq.kernels._common import mma
-from aoq.kernels.bf16_codes import fp4_codes, int4_codes, mxfp8_codes
+from aoq.kernels.bf16_codes import fp4_codes, int4_codes, mxfp8_codes, nibble_bytes
 
 
 @triton.jit
@@ -64,12 +64,35 @@ def _weights_mma(acc, acc_t, w, xt, UPCAST: tl.constexpr, WT: tl.constexpr):
 @triton.jit
 def _nibble_step(acc, acc_t, xt, wptrs, nmask, s_cur, z_cur, WFMT: tl.constexpr,
                  GROUP_SIZE: tl.constexpr, BIG: tl.constexpr, ASM: tl.constexpr,
-                 UPCAST: tl.constexpr, WT: tl.constexpr):  # fmt: skip
-    """One group of two codes a byte: the low nibbles meet x's even columns, the high ones
-    its odd columns. int4 sums the group apart and scales it; MX fp4 has the scale in the
-    codes' values."""
-    xe, xo = tl.split(tl.reshape(xt, (xt.shape[0], GROUP_SIZE // 2, 2)))
+                 UPCAST: tl.constexpr, WT: tl.constexpr, IMMA: tl.constexpr):  # fmt: skip
+    """One group of two codes a byte. int4 sums the group apart and scales it; MX fp4 has
+    the scale in the codes' values. IMMA (W4A8, symmetric int8 x): 16 q as int8 in k order
+    on the integer MMA, its int32 sums shifted back by 4 (exact: the same integers the bf16
+    path sums); otherwise bf16 pairs, the low nibbles meeting x's even columns, the high
+    ones its odd."""
     b = tl.load(wptrs, mask=nmask[:, None], other=0)
+    if IMMA:
+        lo, hi = nibble_bytes(b, ASM)
+        w = tl.reshape(tl.join(lo, hi), (b.shape[0], GROUP_SIZE))  # byte j: k = 2j, 2j + 1
+        if WT:
+            part = mma(w, tl.trans(xt), tl.zeros(acc_t.shape, dtype=tl.int32), UPCAST, "ieee")
+            acc_t += (part >> 4).to(tl.float32) * s_cur[:, None]
+        else:
+            part = mma(xt, tl.trans(w), tl.zeros(acc.shape, dtype=tl.int32), UPCAST, "ieee")
+            acc += (part >> 4).to(tl.float32) * s_cur[None, :]
+    else:
+        acc, acc_t = _pair_step(acc, acc_t, xt, b, s_cur, z_cur, WFMT, GROUP_SIZE, BIG, ASM,
+                                UPCAST, WT)  # fmt: skip
+    return acc, acc_t
+
+
+@triton.jit
+def _pair_step(acc, acc_t, xt, b, s_cur, z_cur, WFMT: tl.constexpr, GROUP_SIZE: tl.constexpr,
+               BIG: tl.constexpr, ASM: tl.constexpr, UPCAST: tl.constexpr,
+               WT: tl.constexpr):  # fmt: skip
+    """_nibble_step on bf16 pairs: the low nibbles of bytes ``b`` meet x's even columns,
+    the high ones its odd columns."""
+    xe, xo = tl.split(tl.reshape(xt, (xt.shape[0], GROUP_SIZE // 2, 2)))
     if WFMT == 4:
         lo, hi = fp4_codes(b, s_cur, BIG, ASM)
     else:
@@ -98,7 +121,7 @@ def _group_steps(
     acc, acc_t, xrows, wrows, s_ptr, z_ptr, srow, nmask, mmask, xz, k_lo, k_hi, stride_sg,
     WFMT: tl.constexpr, GROUP_SIZE: tl.constexpr, GROUPS: tl.constexpr, XQ: tl.constexpr,
     XZ: tl.constexpr, BLOCK_K: tl.constexpr, ASM: tl.constexpr, UPCAST: tl.constexpr,
-    WT: tl.constexpr, PREF: tl.constexpr, BIG: tl.constexpr,
+    WT: tl.constexpr, PREF: tl.constexpr, BIG: tl.constexpr, IMMA: tl.constexpr = False,
 ):  # fmt: skip
     """The main loop of the grouped formats (int4, W4A8, MX) over K range [k_lo, k_hi):
     (acc, acc_t) plus this range's products. ``wrows``: each row's first code byte plus the
@@ -132,7 +155,7 @@ def _group_steps(
             xt = tl.load(xrows + (kg + offs_g)[None, :], mask=mmask[:, None], other=0)
             if XZ:
                 xt = xt.to(tl.int32) - xz
-            if XQ:  # (the interpreter's int8 -> bf16 conversion is not exact)
+            if XQ and not IMMA:  # (the interpreter's int8 -> bf16 conversion is not exact)
                 xt = xt.to(tl.float32 if UPCAST else tl.bfloat16)
             if WFMT == 5:  # MX fp8: a byte a code, the block scale in the values
                 b = tl.load(wrows + kg, mask=nmask[:, None], other=0)
@@ -140,5 +163,6 @@ def _group_steps(
                                           UPCAST, WT)  # fmt: skip
             else:
                 acc, acc_t = _nibble_step(acc, acc_t, xt, wrows + kg // 2, nmask, s_cur, z_cur,
-                                          WFMT, GROUP_SIZE, BIG, ASM, UPCAST, WT)  # fmt: skip
+                                          WFMT, GROUP_SIZE, BIG, ASM, UPCAST, WT,
+                                          IMMA)  # fmt: skip
     return acc, acc_t

@@ -134,7 +134,9 @@ def _int_act(name: str, int4: bool, gs: int, bm: int, bn: int, bk: int, **kw: An
     return Spec(name, "int_act_mm", "_int_act_mm_kernel", sig, ce, **kw)
 
 
-def _decode_mma(name: str, wfmt: int, gs: int, step: int, target: str, rows: int = 16) -> Spec:
+def _decode_mma(
+    name: str, wfmt: int, gs: int, step: int, target: str, rows: int = 16, **over: Any
+) -> Spec:
     """kernels/decode_mma.py; its bf16-pair assembly is NVIDIA PTX (AMD runs the float path).
     WFMT 3 is W4A8: int8 activations with zero points, symmetric int4 weights; 4 MX fp4
     weights (E8M0 bytes, the BIG flag as z_ptr). ``rows``: x's padding (tile ROWS)."""
@@ -161,6 +163,7 @@ def _decode_mma(name: str, wfmt: int, gs: int, step: int, target: str, rows: int
         BIG=2 if mx else 0,  # MX: the flag read on the device, both paths compiled
         ROWS=rows,
     )  # fmt: skip
+    ce.update(over)
     return Spec(name, "decode_mma", "_decode_mma_kernel", sig, ce, warps=tile["num_warps"],
                 fp8=wfmt == 2)  # fmt: skip
 
@@ -337,16 +340,19 @@ def specs(target: str) -> list[Spec]:
         _decode_mma("int4wo.decode_mma", 1, 128, 128, target),
         _decode_mma("int8wo.decode_mma", 0, 16, 256, target),
         _decode_mma("w4a8.decode_mma", 3, 32, 64, target),
+        # symmetric int8 x: the integer MMA (sm: mma.sync s8, gfx: v_mfma_i32 i8)
+        _decode_mma("w4a8.decode_mma_imma", 3, 32, 64, target, XZ=False, IMMA=True),
         _decode_mma("mxwo_fp4.decode_mma", 4, 32, 64, target),
         _decode_mma("mxwo_fp8.decode_mma", 5, 32, 128, target),
         # fp8 decode_mma serves CUDA only (ROCm keeps the FMA decode below)
-        *([_decode_mma("fp8wo.decode_mma", 2, 16, 128, target)] if target.startswith("sm") else []),
+        *([_decode_mma("fp8wo.decode_mma", 2, 16, 256, target)] if target.startswith("sm") else []),
         # x padded to 8 rows (tile ROWS 8, M <= 8): NVIDIA's m16n8k16 (AMD has no n = 8 MMA)
         *(
             [
                 _decode_mma(f"{f}.decode_mma_m8", w, gs, step, target, rows=8)
                 for f, w, gs, step in (("int4wo", 1, 128, 128), ("int8wo", 0, 16, 256))
             ]
+            + [_decode_mma("w4a8.decode_mma_imma_m8", 3, 32, 64, target, 8, XZ=False, IMMA=True)]
             if target.startswith("sm")
             else []
         ),  # fmt: skip
