@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
@@ -233,6 +234,44 @@ def host_time(fn: Callable[[], Any], batch: int, reps: int, clock: Clock | None 
     return Timed(samples, {"reps": reps, "batch": batch})
 
 
+def host_time_pair(
+    fn: Callable[[], Any],
+    base: Callable[[], Any],
+    batch: int,
+    reps: int,
+    clock: Clock | None = None,
+) -> tuple[Timed, Timed]:
+    """:func:`host_time` of ``fn`` and of ``base``, their batches alternating: a drift in the
+    host's speed (on the H100 runners one test's host times sat at 18-20 µs a call and the
+    next one's at 26-35, run after run, whichever config it was) falls on both, so their
+    per-rep differences (:func:`paired_over`) measure ``fn``'s cost over ``base``."""
+    clock = clock or HostClock()
+
+    def batch_of(f: Callable[[], Any]) -> Callable[[], None]:
+        def run() -> None:
+            for _ in range(batch):
+                f()
+
+        return run
+
+    run_fn, run_base = batch_of(fn), batch_of(base)
+    run_fn()
+    run_base()
+    clock.sync()
+    got: tuple[list[float], list[float]] = ([], [])
+    for _ in range(reps):
+        got[0].extend(clock.times_us(run_fn, 1))
+        got[1].extend(clock.times_us(run_base, 1))
+    clock.sync()
+    extra = {"reps": reps, "batch": batch}
+    return Timed(per_call(got[0], batch), extra), Timed(per_call(got[1], batch), dict(extra))
+
+
+def paired_over(fn: Timed, base: Timed) -> float:
+    """Median over reps of ``fn``'s µs per call less ``base``'s in the same rep."""
+    return statistics.median(a - b for a, b in zip(fn.samples_us, base.samples_us, strict=True))
+
+
 def wall_time(rot: Rotation, reps: int, cap_s: float, warmup: int = WARMUP) -> Timed:
     """Host µs per call, rotating; for what runs outside a test's ``benchmark`` fixture."""
     clock = HostClock()
@@ -313,6 +352,14 @@ class Timer:
             warm_gpu()
             return host_time(fn, 20, self.reps, EventlessSync())
         return fixture_time(self.benchmark(), fn, self.reps, self.cap_s, iterations=4)
+
+    def host_pair(self, fn: Callable[[], Any], base: Callable[[], Any]) -> tuple[Timed, Timed]:
+        """On a GPU, :meth:`host` of ``fn`` and ``base`` with their batches alternating
+        (:func:`host_time_pair`); elsewhere each timed on its own."""
+        if self.gpu:
+            warm_gpu()
+            return host_time_pair(fn, base, 20, self.reps, EventlessSync())
+        return self.host(fn), self.host(base)
 
 
 def _settle() -> None:
