@@ -218,15 +218,21 @@ def warm_gpu(seconds: float | None = None) -> None:
         torch.cuda.synchronize()
 
 
-def host_time(fn: Callable[[], Any], batch: int, reps: int, clock: Clock | None = None) -> Timed:
-    """Host µs per call of ``fn``: ``reps`` batches of ``batch`` back-to-back calls (on a GPU,
-    for a layer whose kernels are shorter than their launches, this is the host overhead)."""
-    clock = clock or HostClock()
+def _batch_of(fn: Callable[[], Any], batch: int) -> Callable[[], None]:
+    """``batch`` back-to-back calls of ``fn``."""
 
     def run() -> None:
         for _ in range(batch):
             fn()
 
+    return run
+
+
+def host_time(fn: Callable[[], Any], batch: int, reps: int, clock: Clock | None = None) -> Timed:
+    """Host µs per call of ``fn``: ``reps`` batches of ``batch`` back-to-back calls (on a GPU,
+    for a layer whose kernels are shorter than their launches, this is the host overhead)."""
+    clock = clock or HostClock()
+    run = _batch_of(fn, batch)
     run()
     clock.sync()
     samples = per_call(clock.times_us(run, reps), batch)
@@ -246,15 +252,7 @@ def host_time_pair(
     next one's at 26-35, run after run, whichever config it was) falls on both, so their
     per-rep differences (:func:`paired_over`) measure ``fn``'s cost over ``base``."""
     clock = clock or HostClock()
-
-    def batch_of(f: Callable[[], Any]) -> Callable[[], None]:
-        def run() -> None:
-            for _ in range(batch):
-                f()
-
-        return run
-
-    run_fn, run_base = batch_of(fn), batch_of(base)
+    run_fn, run_base = _batch_of(fn, batch), _batch_of(base, batch)
     run_fn()
     run_base()
     clock.sync()
@@ -355,11 +353,12 @@ class Timer:
 
     def host_pair(self, fn: Callable[[], Any], base: Callable[[], Any]) -> tuple[Timed, Timed]:
         """On a GPU, :meth:`host` of ``fn`` and ``base`` with their batches alternating
-        (:func:`host_time_pair`); elsewhere each timed on its own."""
-        if self.gpu:
-            warm_gpu()
-            return host_time_pair(fn, base, 20, self.reps, EventlessSync())
-        return self.host(fn), self.host(base)
+        (:func:`host_time_pair`). A CPU test has one pytest-benchmark fixture, which times
+        one function."""
+        if not self.gpu:
+            raise RuntimeError("paired host timing runs on a GPU; a CPU test times once")
+        warm_gpu()
+        return host_time_pair(fn, base, 20, self.reps, EventlessSync())
 
 
 def _settle() -> None:

@@ -96,6 +96,19 @@ def test_host_time_is_per_call_of_a_batch():
     assert t.extra == {"reps": 4, "batch": 3}
 
 
+def test_host_time_pair_alternates_batches_and_takes_the_median_difference():
+    order: list[str] = []
+    fn = lambda: (order.append("a"), time.sleep(0.002))  # noqa: E731
+    base = lambda: (order.append("b"), time.sleep(0.001))  # noqa: E731
+    t, tb = timing.host_time_pair(fn, base, batch=2, reps=3, clock=HostClock())
+    assert order == ["a", "a", "b", "b"] * 4  # a warm-up pass of each, then the reps
+    assert len(t.samples_us) == len(tb.samples_us) == 3
+    assert t.extra == tb.extra == {"reps": 3, "batch": 2}
+    over = timing.paired_over(t, tb)
+    assert over == sorted(a - b for a, b in zip(t.samples_us, tb.samples_us, strict=True))[1]
+    assert 200 < over < 50_000  # ~1 ms a call more
+
+
 class FakeBenchmark:
     """pytest-benchmark's pedantic(): rounds x iterations calls, raw seconds per round."""
 
