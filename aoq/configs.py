@@ -250,7 +250,11 @@ def _w8a8(module: nn.Module, config: Int8DynamicActivationInt8WeightConfig) -> n
 def _int4wo(module: nn.Module, config: Int4WeightOnlyConfig) -> nn.Module:
     w = _float_weight(module, config)
     check_group_size(w.shape[1], config.group_size)
-    t = Int4Tensor.from_float(w, config.group_size, ActQuant.NONE, config.id, config.to_json())
+    # on a GPU, in whole tiles: the codes in tile order (aoq.tensors.int4's packing attr)
+    packing = "tiled" if Int4Tensor.tiles(w, config.group_size, ActQuant.NONE) else "plain"
+    t = Int4Tensor.from_float(
+        w, config.group_size, ActQuant.NONE, config.id, config.to_json(), packing=packing
+    )
     return _set(module, t, None)
 
 

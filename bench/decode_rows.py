@@ -111,6 +111,9 @@ def _runner(wf: Any, groups: int, x: torch.Tensor, t: tuple, tile: dict) -> Any:
     from aoq.kernels._common import WeightFormat as W
 
     xq, xs = x, None
+    tile = dict(tile)
+    if tile.pop("ZW", False):  # the zero points as decode_mma.zero_words
+        t = (t[0], t[1], decode_mma.zero_words(t[2].contiguous()))
     if wf is W.INT4_SYM:
         xq, xs, _ = act_quant.quantize_int8_act_triton(x, 0, None)
     out = torch.float32 if wf is W.INT4_SYM else x.dtype

@@ -89,7 +89,7 @@ def _parts(module: nn.Module) -> dict[str, torch.Tensor]:
     out: dict[str, torch.Tensor] = {}
     for name, t in module.state_dict().items():
         if isinstance(t, AoqTensor):
-            out.update({f"{name}:{f}": v for f, v in t.tensors().items()})
+            out.update({f"{name}:{f}": v for f, v in t.canonical_tensors().items()})
         else:
             out[name] = t
     return out

@@ -178,3 +178,27 @@ def unpack_nibbles(packed):
     """uint8 [R, C] -> int32 [R, 2C]: low nibble first (aoq.formats.packing)."""
     p = packed.to(tl.int32)
     return tl.interleave(p & 0xF, p >> 4)
+
+
+@triton.jit
+def int4_rows(offs_n, stride_wn, K, TILED: tl.constexpr):
+    """int64 [BLOCK_N]: where each row's codes start, in bytes: the row-major packing's
+    n * stride, or for TILED (aoq.formats.packing.tile_uint4, 64 x 64-byte tiles) the row's
+    band plus its 64-byte run in the band's first tile. Add :func:`int4_cols`."""
+    if TILED:
+        n = offs_n.to(tl.int64)
+        return (n // 64) * (32 * K) + (n % 64) * 64
+    else:
+        return offs_n.to(tl.int64) * stride_wn
+
+
+@triton.jit
+def int4_cols(cb, TILED: tl.constexpr, RUN: tl.constexpr = 1):
+    """Byte column(s) ``cb`` of a row, as offsets from :func:`int4_rows`: the tiled
+    packing's tile (4096 bytes each) and place in its 64-byte run. A scalar ``cb`` that
+    starts a run of RUN <= 64 bytes (a multiple of RUN; RUN divides 64) stays one contiguous
+    run, which the hint lets the compiler load 16 bytes at a time."""
+    if TILED:
+        return (cb // 64) * 4096 + tl.multiple_of(cb % 64, RUN)
+    else:
+        return cb

@@ -39,12 +39,13 @@ import torch
 import triton
 import triton.language as tl
 from aoq.kernels import splitk
-from aoq.kernels._common import INTERPRET, WeightFormat, backend_of, epilogue
+from aoq.kernels._common import INTERPRET, WeightFormat, backend_of, epilogue, int4_rows
 from aoq.kernels._launch import launch
 from aoq.kernels.bf16_codes import byte_codes
 from aoq.kernels.decode_mma_steps import _group_steps, _weights_mma
 
 from aoq.backends import Backend
+from aoq.formats.packing import pack_zero_words, tiles_uint4
 
 
 @triton.jit
@@ -56,6 +57,7 @@ def _decode_mma_kernel(
     TAIL: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, ASM: tl.constexpr,
     UPCAST: tl.constexpr, WT: tl.constexpr = False, PREF: tl.constexpr = False,
     BIG: tl.constexpr = 0, ROWS: tl.constexpr = 16, IMMA: tl.constexpr = False,
+    LOOP_STAGES: tl.constexpr = 0, ZW: tl.constexpr = False, TILED: tl.constexpr = False,
 ):  # fmt: skip
     """Program (n, s): outputs [ROWS, BLOCK_N] (x padded to ROWS rows: 16, or 8 for M <= 8,
     the n of NVIDIA's m16n8k16) over K range s. int4 (WFMT 1: zero points from
@@ -83,7 +85,7 @@ def _decode_mma_kernel(
     if WFMT == 1 or WFMT >= 3:
         wrows = (
             w_ptr
-            + offs_n.to(tl.int64)[:, None] * stride_wn
+            + int4_rows(offs_n, stride_wn, K, TILED)[:, None]
             + tl.arange(0, GROUP_SIZE // (1 if WFMT == 5 else 2))[None, :]
         )
         srow = offs_n.to(tl.int64) * stride_sn
@@ -97,13 +99,13 @@ def _decode_mma_kernel(
             acc, acc_t = _group_steps(
                 acc, acc_t, xrows, wrows, s_ptr, z_ptr, srow, nmask, mmask, xz, k_lo, k_hi,
                 stride_sg, WFMT, GROUP_SIZE, GROUPS, XQ, XZ, BLOCK_K, ASM, UPCAST, WT, PREF, True,
-                IMMA,
+                IMMA, LOOP_STAGES, ZW, TILED,
             )  # fmt: skip
         else:
             acc, acc_t = _group_steps(
                 acc, acc_t, xrows, wrows, s_ptr, z_ptr, srow, nmask, mmask, xz, k_lo, k_hi,
                 stride_sg, WFMT, GROUP_SIZE, GROUPS, XQ, XZ, BLOCK_K, ASM, UPCAST, WT, PREF, False,
-                IMMA,
+                IMMA, LOOP_STAGES, ZW, TILED,
             )  # fmt: skip
     else:
         if WFMT == 2:  # float8 codes read as their bytes (the conversion is ours)
@@ -172,9 +174,24 @@ split up to one full wave, not only powers of two), orientation (WT), scale pref
   programs an SM): 20.7 / 18.2 / 18.8, no better overall."""
 
 
+TILED_TILE = {"PREF": False, "LOOP_STAGES": 3}
+"""int4 codes in tile order (aoq.formats.packing.tile_uint4): each step's 64 rows x 128 codes
+are one 4 KB run. Its scales and zero points (as zero_words: 32-bit loads, which cp.async
+can copy) go through Triton's pipeliner with the codes, two steps ahead, instead of PREF's
+one. H100, M = 1 (M = 16), K x N 8192^2 / 4096 x 14336 / 14336 x 4096, graph replays
+(``python -m bench.decode_rows``, session 20): row-major codes with PREF 20.3 / 18.3 / 18.5
+us (23.2 / 20.7 / 20.9); tiled with PREF 18.4 / 17.2 / 17.3 (20.1 / 19.1 / 19.3); tiled with
+this 17.5-17.6 / 16.3-16.4 / 16.4-16.7 (19.8-20.2 / 19.2-19.3 / 19.0); row-major with this
+20.7 / 18.3 / 19.0 (within noise of PREF). 4 or 5 stages were slower (21.4, 24.8 at 8192^2
+row-major)."""
+
 BIG_MODE = {0: 0, 2: 1, 1: 2}
 """MX fp4's BIG flag's length -> the kernel's BIG (aoq.tensors.mx.big_scale_flag): [0] no
 block scale above 2**1, [2] some, [1] the answer on the device."""
+
+
+zero_words = pack_zero_words
+"""aoq.formats.packing.pack_zero_words: the zero points as ``ZW`` reads them."""
 
 
 def serves(
@@ -184,6 +201,7 @@ def serves(
     wfmt: WeightFormat,
     scale: torch.Tensor | None = None,
     zero: torch.Tensor | None = None,
+    tiled: bool = False,
 ) -> bool:
     """M <= 16 rows of bf16 activations (int8 codes for W4A8's symmetric int4), contiguous;
     int4 groups of 32..256 (powers of two; aoq.tensors.int4.DECODE_MMA_GROUPS mirrors them);
@@ -198,6 +216,9 @@ def serves(
             return False
         if zero is not None and not mx and zero.stride() != scale.stride():
             return False
+        words = zero is not None and zero.dtype == torch.int32 and not mx
+        if words and (scale.stride(0) != 1 or zero.shape[1] != -(-scale.shape[1] // 4)):
+            return False  # zero_words: group-major words of four groups
     m, k = x.shape
     xq = wfmt is WeightFormat.INT4_SYM
     if x.dtype != (torch.int8 if xq else torch.bfloat16) or m > 16:
@@ -208,6 +229,9 @@ def serves(
         return False
     if mx and backend_of(x.device) is Backend.ROCM:  # its float path flushes subnormals
         return False
+    if tiled:  # int4 weight-only codes in tile_uint4's order
+        gs = k // groups if k % groups == 0 else 0
+        return wfmt is WeightFormat.UINT4 and gs >= 32 and tiles_uint4(qdata.shape[0], k, gs)
     if wfmt in (WeightFormat.UINT4, WeightFormat.INT4_SYM) or mx:
         return k // groups in (32, 64, 128, 256) and k % groups == 0
     if wfmt is WeightFormat.FP8:
@@ -231,6 +255,7 @@ def decode_mma(
     x_scale: torch.Tensor | None = None,
     tile: dict | None = None,
     x_zero: torch.Tensor | None = None,
+    tiled: bool = False,
 ) -> None:
     """Launch the kernel (the caller checked :func:`serves`): y = x W^T (+ bias), W from
     ``qdata`` (uint8 int4 pairs, int8 or float8 e4m3fn) with ``scale`` [N, groups] (and ``zero`` for
@@ -238,10 +263,12 @@ def decode_mma(
     INT4_SYM takes int8 ``x``, its ``x_scale`` ([M] or [] static) and, for asymmetric
     activations, ``x_zero`` (int32 [M]). ``split``
     forces split-K; ``tile`` overrides TILE (benchmarks), and its ``ROWS`` (16, or 8 for
-    M <= 8) the rows x is padded to (by default 8 at M <= 8 where TILE says ``rows8``)."""
+    M <= 8) the rows x is padded to (by default 8 at M <= 8 where TILE says ``rows8``).
+    ``tiled``: int4 codes in aoq.formats.packing.tile_uint4's order (TILED_TILE)."""
     m, k = x.shape
     n = qdata.shape[0]
-    cfg = {**TILE[wfmt], **(tile or {})}
+    cfg = {**TILE[wfmt], **(TILED_TILE if tiled else {}), **(tile or {})}
+    cfg["TILED"] = tiled
     bn = cfg.pop("BLOCK_N")
     want = cfg.pop("STEP_K")
     per_sm = cfg.pop("per_sm", 4)
@@ -252,6 +279,7 @@ def decode_mma(
     if cfg["ROWS"] not in (8, 16) or m > cfg["ROWS"]:
         raise ValueError(f"ROWS={cfg['ROWS']}: x pads to 8 or 16 rows, at least its {m}")
     cfg["IMMA"] = cfg.get("IMMA", False) and wfmt is WeightFormat.INT4_SYM and x_zero is None
+    cfg["ZW"] = wfmt is WeightFormat.UINT4 and zero is not None and zero.dtype == torch.int32
     if cfg.get("WT") and cfg["num_warps"] >= 4:
         raise ValueError(
             "WT (the weights as the MMA's A operand) needs fewer than 4 warps: with 4, Triton "

@@ -8,20 +8,23 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
-from aoq.kernels._common import mma
+from aoq.kernels._common import int4_cols, mma
 from aoq.kernels.bf16_codes import fp4_codes, int4_codes, mxfp8_codes, nibble_bytes
 
 
 @triton.jit
 def _group_params(s_ptr, z_ptr, srow, nmask, k0, k_hi, stride_sg, WFMT: tl.constexpr,
-                  GROUP_SIZE: tl.constexpr):  # fmt: skip
+                  GROUP_SIZE: tl.constexpr, ZW: tl.constexpr = False):  # fmt: skip
     """Scales [BLOCK_N] (WFMT 4: E8M0 bytes as int32) and zero points (WFMT 1; 3: 8) of the
     group at k0 (``srow``: each row's offset; ``stride_sg``: the groups' stride, 1 or N);
     zeros from k_hi on."""
     m = nmask & (k0 < k_hi)
     g = (k0 // GROUP_SIZE) * stride_sg  # < 2**31: the scale tensor has fewer elements
     s = tl.load(s_ptr + srow + g, mask=m, other=0)
-    if WFMT == 1:
+    if WFMT == 1 and ZW:  # int32 words of four groups' zero points, a byte each
+        w = tl.load(z_ptr + srow + (k0 // GROUP_SIZE // 4) * stride_sg, mask=m, other=0)
+        z = (w >> ((k0 // GROUP_SIZE) % 4 * 8)) & 0xFF
+    elif WFMT == 1:
         z = tl.load(z_ptr + srow + g, mask=m, other=0).to(tl.int32)
     else:
         z = tl.full(srow.shape, 8, tl.int32)
@@ -32,19 +35,20 @@ def _group_params(s_ptr, z_ptr, srow, nmask, k0, k_hi, stride_sg, WFMT: tl.const
 
 @triton.jit
 def _step_params(s_ptr, z_ptr, srow, nmask, k0, k_hi, stride_sg, WFMT: tl.constexpr,
-                 GROUP_SIZE: tl.constexpr, GROUPS: tl.constexpr):  # fmt: skip
+                 GROUP_SIZE: tl.constexpr, GROUPS: tl.constexpr,
+                 ZW: tl.constexpr = False):  # fmt: skip
     """The scales and zero points of the step at k0, for PREF: GROUPS (1, 2 or 4) pairs,
     returned as four (a step of fewer groups repeats its first; nothing reads the copies)."""
-    s0, z0 = _group_params(s_ptr, z_ptr, srow, nmask, k0, k_hi, stride_sg, WFMT, GROUP_SIZE)
+    s0, z0 = _group_params(s_ptr, z_ptr, srow, nmask, k0, k_hi, stride_sg, WFMT, GROUP_SIZE, ZW)
     s1, z1, s2, z2, s3, z3 = s0, z0, s0, z0, s0, z0
     if GROUPS > 1:
         s1, z1 = _group_params(s_ptr, z_ptr, srow, nmask, k0 + GROUP_SIZE, k_hi, stride_sg,
-                               WFMT, GROUP_SIZE)  # fmt: skip
+                               WFMT, GROUP_SIZE, ZW)  # fmt: skip
     if GROUPS > 2:
         s2, z2 = _group_params(s_ptr, z_ptr, srow, nmask, k0 + 2 * GROUP_SIZE, k_hi,
-                               stride_sg, WFMT, GROUP_SIZE)  # fmt: skip
+                               stride_sg, WFMT, GROUP_SIZE, ZW)  # fmt: skip
         s3, z3 = _group_params(s_ptr, z_ptr, srow, nmask, k0 + 3 * GROUP_SIZE, k_hi,
-                               stride_sg, WFMT, GROUP_SIZE)  # fmt: skip
+                               stride_sg, WFMT, GROUP_SIZE, ZW)  # fmt: skip
     return s0, z0, s1, z1, s2, z2, s3, z3
 
 
@@ -122,6 +126,7 @@ def _group_steps(
     WFMT: tl.constexpr, GROUP_SIZE: tl.constexpr, GROUPS: tl.constexpr, XQ: tl.constexpr,
     XZ: tl.constexpr, BLOCK_K: tl.constexpr, ASM: tl.constexpr, UPCAST: tl.constexpr,
     WT: tl.constexpr, PREF: tl.constexpr, BIG: tl.constexpr, IMMA: tl.constexpr = False,
+    LOOP_STAGES: tl.constexpr = 0, ZW: tl.constexpr = False, TILED: tl.constexpr = False,
 ):  # fmt: skip
     """The main loop of the grouped formats (int4, W4A8, MX) over K range [k_lo, k_hi):
     (acc, acc_t) plus this range's products. ``wrows``: each row's first code byte plus the
@@ -130,20 +135,21 @@ def _group_steps(
     if PREF:  # a step's scales and zero points are loaded one step ahead
         tl.static_assert(GROUPS == 1 or GROUPS == 2 or GROUPS == 4, "PREF: 1, 2, 4 groups")
         s0n, z0n, s1n, z1n, s2n, z2n, s3n, z3n = _step_params(
-            s_ptr, z_ptr, srow, nmask, k_lo, k_hi, stride_sg, WFMT, GROUP_SIZE, GROUPS
+            s_ptr, z_ptr, srow, nmask, k_lo, k_hi, stride_sg, WFMT, GROUP_SIZE, GROUPS, ZW
         )
-    for k0 in range(k_lo, k_hi, BLOCK_K):
+    for k0 in tl.range(k_lo, k_hi, BLOCK_K,
+                       num_stages=LOOP_STAGES if LOOP_STAGES > 0 else None):  # fmt: skip
         if PREF:
             s0, z0, s1, z1, s2, z2, s3, z3 = s0n, z0n, s1n, z1n, s2n, z2n, s3n, z3n
             s0n, z0n, s1n, z1n, s2n, z2n, s3n, z3n = _step_params(
                 s_ptr, z_ptr, srow, nmask, k0 + BLOCK_K, k_hi, stride_sg, WFMT, GROUP_SIZE,
-                GROUPS,
+                GROUPS, ZW,
             )  # fmt: skip
         for j in tl.static_range(GROUPS):
             kg = k0 + j * GROUP_SIZE
             if not PREF:
                 s_cur, z_cur = _group_params(s_ptr, z_ptr, srow, nmask, kg, k_hi, stride_sg,
-                                             WFMT, GROUP_SIZE)  # fmt: skip
+                                             WFMT, GROUP_SIZE, ZW)  # fmt: skip
             elif j == 0:
                 s_cur, z_cur = s0, z0
             elif j == 1:
@@ -162,7 +168,8 @@ def _group_steps(
                 acc, acc_t = _weights_mma(acc, acc_t, mxfp8_codes(b, s_cur, BIG, ASM), xt,
                                           UPCAST, WT)  # fmt: skip
             else:
-                acc, acc_t = _nibble_step(acc, acc_t, xt, wrows + kg // 2, nmask, s_cur, z_cur,
+                wp = wrows + int4_cols(kg // 2, TILED, GROUP_SIZE // 2)
+                acc, acc_t = _nibble_step(acc, acc_t, xt, wp, nmask, s_cur, z_cur,
                                           WFMT, GROUP_SIZE, BIG, ASM, UPCAST, WT,
                                           IMMA)  # fmt: skip
     return acc, acc_t

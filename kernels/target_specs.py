@@ -134,6 +134,10 @@ def _int_act(name: str, int4: bool, gs: int, bm: int, bn: int, bk: int, **kw: An
     return Spec(name, "int_act_mm", "_int_act_mm_kernel", sig, ce, **kw)
 
 
+_TILED = {"TILED": True, "ZW": True, "PREF": False, "LOOP_STAGES": 3}
+"""decode_mma's constants for tiled int4 codes (its TILED_TILE, with zero_words)."""
+
+
 def _decode_mma(
     name: str, wfmt: int, gs: int, step: int, target: str, rows: int = 16, **over: Any
 ) -> Spec:
@@ -161,9 +165,11 @@ def _decode_mma(
         ASM=target.startswith("sm"), UPCAST=False, WT=tile.get("WT", False),
         PREF=tile.get("PREF", False) and int4,  # decode_mma.TILE's orientation
         BIG=2 if mx else 0,  # MX: the flag read on the device, both paths compiled
-        ROWS=rows,
+        ROWS=rows, LOOP_STAGES=tile.get("LOOP_STAGES", 0), ZW=False,
     )  # fmt: skip
     ce.update(over)
+    if ce["ZW"]:  # decode_mma.zero_words: int32 words of four zero points
+        sig["z_ptr"] = "*i32"
     return Spec(name, "decode_mma", "_decode_mma_kernel", sig, ce, warps=tile["num_warps"],
                 fp8=wfmt == 2)  # fmt: skip
 
@@ -338,6 +344,8 @@ def specs(target: str) -> list[Spec]:
         _wo("int4wo.prefill", "*u8", 1, 128, 128, 128, 64, warps=8),
         _wo("int8wo.decode", "*i8", 0, 0, 16, 64, 128),
         _decode_mma("int4wo.decode_mma", 1, 128, 128, target),
+        # codes in tile_uint4's order, zero points as zero_words (decode_mma.TILED_TILE)
+        _decode_mma("int4wo.decode_mma_tiled", 1, 128, 128, target, **_TILED),
         _decode_mma("int8wo.decode_mma", 0, 16, 256, target),
         _decode_mma("w4a8.decode_mma", 3, 32, 64, target),
         # symmetric int8 x: the integer MMA (sm: mma.sync s8, gfx: v_mfma_i32 i8)
@@ -353,6 +361,7 @@ def specs(target: str) -> list[Spec]:
                 for f, w, gs, step in (("int4wo", 1, 128, 128), ("int8wo", 0, 16, 256))
             ]
             + [_decode_mma("w4a8.decode_mma_imma_m8", 3, 32, 64, target, 8, XZ=False, IMMA=True)]
+            + [_decode_mma("int4wo.decode_mma_tiled_m8", 1, 128, 128, target, 8, **_TILED)]
             if target.startswith("sm")
             else []
         ),  # fmt: skip
@@ -364,10 +373,14 @@ def specs(target: str) -> list[Spec]:
                 "weight_only",
                 "_dequantize_kernel",
                 deq_sig,
-                dict(WFMT=1, GROUP_SIZE=gs, BLOCK_N=32 * 128 // gs, BLOCK_K=gs),
+                dict(WFMT=1, GROUP_SIZE=gs, BLOCK_N=32 * 128 // gs, BLOCK_K=gs, TILED=tiled),
                 mma=False,
             )
-            for name, gs in (("dequant.int4", 128), ("dequant.int4_g32", 32))
+            for name, gs, tiled in (
+                ("dequant.int4", 128, False),
+                ("dequant.int4_g32", 32, False),
+                ("dequant.int4_tiled", 128, True),  # codes in tile_uint4's order
+            )
         ),  # fmt: skip
         _int_act("w8a8.prefill", False, 0, 128, 128, 128, warps=8),
         _int_act("w4a8.decode", True, 32, 16, 64, 32),

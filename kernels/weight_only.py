@@ -29,6 +29,8 @@ from aoq.kernels._common import (
     dot_flags,
     epilogue,
     exact_float,
+    int4_cols,
+    int4_rows,
     m_bucket,
     mma,
     out_dtype_for,
@@ -39,17 +41,18 @@ from aoq.kernels.configs import autotune, decode_tile, mm_configs
 
 from aoq.formats import affine, float8
 from aoq.formats import linear as ref
-from aoq.formats.packing import unpack_uint4
+from aoq.formats.packing import TILE_BYTES, TILE_ROWS, unpack_uint4, untile_uint4
 
 
 @triton.jit
 def _dequant_tile(
     w_ptr, s_ptr, z_ptr, offs_n, k0, N, K, G, stride_wn,
     WFMT: tl.constexpr, GROUP_SIZE: tl.constexpr, SCALE: tl.constexpr,
-    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, TILED: tl.constexpr = False,
 ):  # fmt: skip
     """float32 [BLOCK_N, BLOCK_K] weights at rows offs_n, columns k0..k0+BLOCK_K. SCALE=False
-    returns the codes (minus zero point) for the caller to scale per channel later."""
+    returns the codes (minus zero point) for the caller to scale per channel later. TILED:
+    int4 codes in aoq.formats.packing.tile_uint4's order."""
     offs_k = k0 + tl.arange(0, BLOCK_K)
     rows = offs_n.to(tl.int64)[:, None] * stride_wn
     nmask = offs_n < N
@@ -57,7 +60,12 @@ def _dequant_tile(
     if WFMT == 1:
         offs_b = k0 // 2 + tl.arange(0, BLOCK_K // 2)
         bmask = nmask[:, None] & (offs_b < K // 2)[None, :]
-        q = unpack_nibbles(tl.load(w_ptr + rows + offs_b[None, :], mask=bmask, other=0))
+        at = int4_rows(offs_n, stride_wn, K, TILED)[:, None]
+        if TILED and BLOCK_K <= 128 and GROUP_SIZE % BLOCK_K == 0:  # one run of a tile
+            at += int4_cols(k0 // 2, TILED, BLOCK_K // 2) + tl.arange(0, BLOCK_K // 2)[None, :]
+        else:
+            at += int4_cols(offs_b, TILED)[None, :]
+        q = unpack_nibbles(tl.load(w_ptr + at, mask=bmask, other=0))
         w = exact_float(q, 0)  # 2**23 + q: the zero point's subtraction removes the 2**23
         zoff = MAGIC
     elif WFMT == 2:
@@ -88,6 +96,7 @@ def _weight_only_mm_kernel(
     WFMT: tl.constexpr, GROUP_SIZE: tl.constexpr, PER_CHANNEL: tl.constexpr,
     HAS_BIAS: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    TILED: tl.constexpr = False,
 ):  # fmt: skip
     """Prefill: [BLOCK_M, BLOCK_N] output tiles on the matrix units over all of K."""
     pid_n = tl.program_id(0)
@@ -101,7 +110,7 @@ def _weight_only_mm_kernel(
         offs_k = k0 + tl.arange(0, BLOCK_K)
         xt = tl.load(xrows + offs_k[None, :], mask=mmask[:, None] & (offs_k < K)[None, :], other=0)
         w = _dequant_tile(w_ptr, s_ptr, z_ptr, offs_n, k0, N, K, G, stride_wn,
-                          WFMT, GROUP_SIZE, not PER_CHANNEL, BLOCK_N, BLOCK_K)  # fmt: skip
+                          WFMT, GROUP_SIZE, not PER_CHANNEL, BLOCK_N, BLOCK_K, TILED)  # fmt: skip
         if not UPCAST:  # the interpreter keeps float32 (its downcasts do not round to even)
             w = w.to(xt.dtype)
         acc = mma(xt, tl.trans(w), acc, UPCAST, PRECISION)
@@ -116,7 +125,7 @@ def _weight_only_decode_kernel(
     WFMT: tl.constexpr, GROUP_SIZE: tl.constexpr, PER_CHANNEL: tl.constexpr,
     HAS_BIAS: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr,
     SPLIT_K: tl.constexpr, TAIL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    BLOCK_K: tl.constexpr,
+    BLOCK_K: tl.constexpr, TILED: tl.constexpr = False,
 ):  # fmt: skip
     """Decode (M <= BLOCK_M <= 16): programs over N x SPLIT_K ranges of K (splitk.py). M == 1
     is a GEMV: FMA into a [BLOCK_N, BLOCK_K] register tile, one cross-lane sum at the end;
@@ -133,8 +142,8 @@ def _weight_only_decode_kernel(
         acc2 = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
         for k0 in range(k_lo, k_hi, BLOCK_K):
             offs_k = k0 + tl.arange(0, BLOCK_K)
-            w = _dequant_tile(w_ptr, s_ptr, z_ptr, offs_n, k0, N, K, G, stride_wn,
-                              WFMT, GROUP_SIZE, not PER_CHANNEL, BLOCK_N, BLOCK_K)  # fmt: skip
+            w = _dequant_tile(w_ptr, s_ptr, z_ptr, offs_n, k0, N, K, G, stride_wn, WFMT,
+                              GROUP_SIZE, not PER_CHANNEL, BLOCK_N, BLOCK_K, TILED)  # fmt: skip
             xv = tl.load(x_ptr + offs_k, mask=offs_k < K, other=0)
             acc2 += w * xv.to(tl.float32)[None, :]
         acc = tl.sum(acc2, axis=1)[None, :]
@@ -146,8 +155,8 @@ def _weight_only_decode_kernel(
             offs_k = k0 + tl.arange(0, BLOCK_K)
             xmask = mmask[:, None] & (offs_k < K)[None, :]
             xt = tl.load(xrows + offs_k[None, :], mask=xmask, other=0)
-            w = _dequant_tile(w_ptr, s_ptr, z_ptr, offs_n, k0, N, K, G, stride_wn,
-                              WFMT, GROUP_SIZE, not PER_CHANNEL, BLOCK_N, BLOCK_K)  # fmt: skip
+            w = _dequant_tile(w_ptr, s_ptr, z_ptr, offs_n, k0, N, K, G, stride_wn, WFMT,
+                              GROUP_SIZE, not PER_CHANNEL, BLOCK_N, BLOCK_K, TILED)  # fmt: skip
             if not UPCAST:
                 w = w.to(xt.dtype)
             acc = mma(xt, tl.trans(w), acc, UPCAST, PRECISION)
@@ -167,12 +176,12 @@ def _weight_only_decode_kernel(
 def _dequantize_kernel(
     w_ptr, s_ptr, z_ptr, out_ptr, N, K, G, stride_wn,
     WFMT: tl.constexpr, GROUP_SIZE: tl.constexpr,
-    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, TILED: tl.constexpr = False,
 ):  # fmt: skip
     offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     k0 = tl.program_id(1) * BLOCK_K
     w = _dequant_tile(w_ptr, s_ptr, z_ptr, offs_n, k0, N, K, G, stride_wn,
-                      WFMT, GROUP_SIZE, True, BLOCK_N, BLOCK_K)  # fmt: skip
+                      WFMT, GROUP_SIZE, True, BLOCK_N, BLOCK_K, TILED)  # fmt: skip
     offs_k = k0 + tl.arange(0, BLOCK_K)
     mask = (offs_n < N)[:, None] & (offs_k < K)[None, :]
     out = out_ptr + offs_n.to(tl.int64)[:, None] * K + offs_k[None, :]
@@ -209,11 +218,21 @@ def _format(qdata: torch.Tensor, k: int) -> WeightFormat:
     )
 
 
-def _check(x: torch.Tensor, qdata: torch.Tensor, scale: torch.Tensor) -> tuple[int, WeightFormat]:
+def _check_tiled(wfmt: WeightFormat, qdata: torch.Tensor, k: int, tiled: bool) -> None:
+    if tiled and (wfmt is not WeightFormat.UINT4 or not qdata.is_contiguous()):
+        raise ValueError(f"tiled codes are contiguous packed int4, not {qdata.dtype} {wfmt.name}")
+    if tiled and (qdata.shape[0] % TILE_ROWS or k % (2 * TILE_BYTES)):
+        raise ValueError(f"int4 codes [{qdata.shape[0]}, {k}] do not tile (tiles_uint4)")
+
+
+def _check(
+    x: torch.Tensor, qdata: torch.Tensor, scale: torch.Tensor, tiled: bool = False
+) -> tuple[int, WeightFormat]:
     check_2d("x", x, FLOAT_DTYPES)
     k = x.shape[1]
     wfmt = _format(qdata, k)
     check_2d("qdata", qdata, (qdata.dtype,))
+    _check_tiled(wfmt, qdata, k, tiled)
     groups = scale.shape[-1] if scale.dim() == 2 else 1
     if k % groups or (wfmt is WeightFormat.UINT4 and (k // groups) % 2):
         raise ValueError(f"K={k} is not a multiple of {groups} groups of an even size")
@@ -227,11 +246,13 @@ def weight_only_mm_triton(
     zero: torch.Tensor | None,
     bias: torch.Tensor | None,
     strategy: int,
+    tiled: bool = False,
     split: int | None = None,
 ) -> torch.Tensor:
-    """Triton launcher of ``aoq::weight_only_mm`` (x [M, K] float, codes [N, K | K/2]).
-    ``split``: force the decode kernel's split-K (tests; default: splitk.split_k)."""
-    groups, wfmt = _check(x, qdata, scale)
+    """Triton launcher of ``aoq::weight_only_mm`` (x [M, K] float, codes [N, K | K/2];
+    ``tiled``: int4 codes in aoq.formats.packing.tile_uint4's order). ``split``: force the
+    decode kernel's split-K (tests; default: splitk.split_k)."""
+    groups, wfmt = _check(x, qdata, scale, tiled)
     m, k = x.shape
     n = qdata.shape[0]
     y = torch.empty((m, n), dtype=out_dtype_for(x.dtype), device=x.device)
@@ -240,7 +261,8 @@ def weight_only_mm_triton(
     per_channel = groups == 1 and wfmt is not WeightFormat.UINT4
     upcast, precision = dot_flags(x.dtype)
     if Strategy(strategy) is Strategy.DECODE and m <= 16:
-        _decode(x, qdata, scale, zero, bias, y, groups, wfmt, per_channel, upcast, precision, split)
+        _decode(x, qdata, scale, zero, bias, y, groups, wfmt, per_channel, upcast, precision, split,
+                tiled)  # fmt: skip
         return y.to(x.dtype)
     scale_c = scale.contiguous()
     z = zero.contiguous() if zero is not None else scale_c
@@ -253,7 +275,7 @@ def weight_only_mm_triton(
         x, qdata, scale_c, z, b, y,
         m, n, k, groups, x.stride(0), qdata.stride(0), y.stride(0), m_bucket(m),
         WFMT=int(wfmt), GROUP_SIZE=k // groups, PER_CHANNEL=per_channel,
-        HAS_BIAS=bias is not None, UPCAST=upcast, PRECISION=precision,
+        HAS_BIAS=bias is not None, UPCAST=upcast, PRECISION=precision, TILED=tiled,
     )  # fmt: skip
     return y.to(x.dtype)
 
@@ -271,18 +293,22 @@ def _decode(
     upcast: bool,
     precision: str,
     split: int | None,
+    tiled: bool = False,
 ) -> None:
     """The decode kernel with a tile and split chosen from the shape (configs.decode_tile,
     splitk.split_k): no timing autotune, so every process computes the same bits. Integer
     codes go to the matrix-unit decode (decode_mma.py) where it serves, then at M == 1 to
     the word GEMV (gemv.py). Only decode_mma reads group-major int4 scales and zero points
-    (strides (1, N), aoq.tensors.int4's CUDA layout): the others get them row-major."""
-    if decode_mma.serves(x, qdata, groups, wfmt, scale, zero):
-        decode_mma.decode_mma(x, qdata, scale, zero, bias, y, groups, wfmt, split)
+    (strides (1, N), aoq.tensors.int4's CUDA layout; for tiled codes the zero points as
+    decode_mma.zero_words): the others get them row-major. Tiled int4 codes skip the word
+    GEMV (its loads assume rows)."""
+    if decode_mma.serves(x, qdata, groups, wfmt, scale, zero, tiled):
+        decode_mma.decode_mma(x, qdata, scale, zero, bias, y, groups, wfmt, split, tiled=tiled)
         return
     scale = scale.contiguous()
     zero = zero.contiguous() if zero is not None else scale
-    if gemv.gemv_words(x, qdata, scale, zero, bias, y, groups, wfmt, per_channel, split):
+    if not tiled and gemv.gemv_words(x, qdata, scale, zero, bias, y, groups, wfmt, per_channel,
+                                     split):  # fmt: skip
         return
     m, k = x.shape
     n = qdata.shape[0]
@@ -298,16 +324,23 @@ def _decode(
         p.counter_arg(), m, n, k, groups, p.k_split, x.stride(0), qdata.stride(0), y.stride(0),
         WFMT=int(wfmt), GROUP_SIZE=gs, PER_CHANNEL=per_channel, HAS_BIAS=bias is not None,
         UPCAST=upcast, PRECISION=precision, SPLIT_K=p.split,
-        TAIL=p.tail(splitk.epilogue_bits(**epi)), **cfg,
+        TAIL=p.tail(splitk.epilogue_bits(**epi)), TILED=tiled, **cfg,
     )  # fmt: skip
     p.finish(y, **epi)
 
 
 def dequantize_weight_triton(
-    qdata: torch.Tensor, scale: torch.Tensor, zero: torch.Tensor | None, k: int, dtype: torch.dtype
+    qdata: torch.Tensor,
+    scale: torch.Tensor,
+    zero: torch.Tensor | None,
+    k: int,
+    dtype: torch.dtype,
+    tiled: bool = False,
 ) -> torch.Tensor:
-    """Triton launcher of ``aoq::dequantize_weight``: codes -> [N, K] ``dtype`` weights."""
+    """Triton launcher of ``aoq::dequantize_weight``: codes -> [N, K] ``dtype`` weights
+    (``tiled``: int4 codes in tile_uint4's order)."""
     wfmt = _format(qdata, k)
+    _check_tiled(wfmt, qdata, k, tiled)
     backend_of(qdata.device)
     n = qdata.shape[0]
     groups = scale.shape[-1] if scale.dim() == 2 else 1
@@ -324,7 +357,7 @@ def dequantize_weight_triton(
     grid = (triton.cdiv(n, bn), triton.cdiv(k, bk))
     launch(_dequantize_kernel, grid,
         qdata, scale_c, z, out, n, k, groups, qdata.stride(0),
-        WFMT=int(wfmt), GROUP_SIZE=k // groups, BLOCK_N=bn, BLOCK_K=bk, num_warps=4,
+        WFMT=int(wfmt), GROUP_SIZE=k // groups, BLOCK_N=bn, BLOCK_K=bk, TILED=tiled, num_warps=4,
     )  # fmt: skip
     return out.to(dtype)
 
@@ -333,11 +366,12 @@ def dequantize_weight_triton(
 
 
 def _reference_weight(
-    qdata: torch.Tensor, scale: torch.Tensor, zero: torch.Tensor | None, k: int
+    qdata: torch.Tensor, scale: torch.Tensor, zero: torch.Tensor | None, k: int, tiled: bool
 ) -> torch.Tensor:
     if qdata.dtype == torch.uint8 and qdata.shape[1] * 2 == k:
         assert zero is not None, "int4 weight-only codes need their zero points"
-        return affine.dequantize_uint4_asymmetric(unpack_uint4(qdata), scale, zero)
+        packed = untile_uint4(qdata) if tiled else qdata
+        return affine.dequantize_uint4_asymmetric(unpack_uint4(packed), scale, zero)
     if qdata.dtype in float8.FP8_DTYPES:
         return float8.dequantize_fp8(qdata, scale.reshape(-1, 1))
     return affine.dequantize_symmetric(qdata, scale)
@@ -351,14 +385,16 @@ def weight_only_mm(
     zero: torch.Tensor | None,
     bias: torch.Tensor | None,
     strategy: int,
+    tiled: bool = False,
 ) -> torch.Tensor:
-    """y = x dequant(W)ᵀ + b. CPU: the aoq.formats reference (strategy is ignored)."""
-    w = _reference_weight(qdata, scale, zero, x.shape[1])
+    """y = x dequant(W)ᵀ + b. CPU: the aoq.formats reference (strategy is ignored; tiled
+    int4 codes are put back in rows first)."""
+    w = _reference_weight(qdata, scale, zero, x.shape[1], tiled)
     return ref.weight_only_linear(x, w, bias)
 
 
 @weight_only_mm.register_fake
-def _(x, qdata, scale, zero, bias, strategy):  # type: ignore[no-untyped-def]
+def _(x, qdata, scale, zero, bias, strategy, tiled=False):  # type: ignore[no-untyped-def]
     return x.new_empty((x.shape[0], qdata.shape[0]))
 
 
@@ -367,14 +403,19 @@ weight_only_mm.register_kernel("cuda")(weight_only_mm_triton)
 
 @torch.library.custom_op("aoq::dequantize_weight", mutates_args=(), device_types="cpu")
 def dequantize_weight(
-    qdata: torch.Tensor, scale: torch.Tensor, zero: torch.Tensor | None, k: int, dtype: torch.dtype
+    qdata: torch.Tensor,
+    scale: torch.Tensor,
+    zero: torch.Tensor | None,
+    k: int,
+    dtype: torch.dtype,
+    tiled: bool = False,
 ) -> torch.Tensor:
     """Codes -> [N, K] weights in ``dtype`` (dequantized in float32, then cast once)."""
-    return _reference_weight(qdata, scale, zero, k).to(dtype)
+    return _reference_weight(qdata, scale, zero, k, tiled).to(dtype)
 
 
 @dequantize_weight.register_fake
-def _(qdata, scale, zero, k, dtype):  # type: ignore[no-untyped-def]
+def _(qdata, scale, zero, k, dtype, tiled=False):  # type: ignore[no-untyped-def]
     return qdata.new_empty((qdata.shape[0], k), dtype=dtype)
 
 

@@ -71,6 +71,8 @@ class AoqTensor(torch.Tensor):
     tensor_fields: ClassVar[tuple[str, ...]] = ()
     optional_fields: ClassVar[tuple[str, ...]] = ()
     attr_fields: ClassVar[tuple[str, ...]] = ()
+    # attrs added after checkpoints were written without them: the value those imply
+    attr_defaults: ClassVar[dict[str, Any]] = {}
 
     @staticmethod
     def __new__(cls, shape: torch.Size | tuple[int, ...], dtype: torch.dtype, **parts: Any):
@@ -80,6 +82,7 @@ class AoqTensor(torch.Tensor):
         )
 
     def __init__(self, shape: torch.Size | tuple[int, ...], dtype: torch.dtype, **parts: Any):
+        parts = {**{n: v for n, v in self.attr_defaults.items() if n not in parts}, **parts}
         expected = set(self.tensor_fields) | set(self.optional_fields) | set(self.attr_fields)
         if set(parts) != expected:
             raise TypeError(f"{type(self).__name__} takes {sorted(expected)}, got {sorted(parts)}")
@@ -102,6 +105,11 @@ class AoqTensor(torch.Tensor):
         """The inner tensors that are present, by field name."""
         names = self.tensor_fields + self.optional_fields
         return {n: getattr(self, n) for n in names if getattr(self, n) is not None}
+
+    def canonical_tensors(self) -> dict[str, torch.Tensor]:
+        """:meth:`tensors` in the reference layout (a packing made for one device's kernels
+        put back), for comparison with the reference's quantization."""
+        return self.tensors()
 
     def attrs(self) -> dict[str, Any]:
         return {n: getattr(self, n) for n in self.attr_fields}

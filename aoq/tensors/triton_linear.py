@@ -143,10 +143,18 @@ def _group_major(
     d = w.derived() if isinstance(w, Int4Tensor) else {}
     if "scale_gm" not in d or x.dim() != 2:
         return None
-    s, z = d["scale_gm"].t(), d["zero_gm"].t() if "zero_gm" in d else None
+    z = d.get("zero_gm", d.get("zero_gw"))
+    s, z = d["scale_gm"].t(), z.t() if z is not None else None
     if (z is None) != (wfmt is _k._common.WeightFormat.INT4_SYM):
         return None
-    return (s, z) if _k.decode_mma.serves(x, w.qdata, s.shape[1], wfmt, s, z) else None
+    tiled = _tiled(w)
+    return (s, z) if _k.decode_mma.serves(x, w.qdata, s.shape[1], wfmt, s, z, tiled) else None
+
+
+def _tiled(w: Any) -> bool:
+    """int4 codes in tile order (aoq.tensors.int4's packing "tiled"): every int4 weight-only
+    kernel takes them, told by this flag."""
+    return isinstance(w, Int4Tensor) and w.packing == "tiled"
 
 
 def _decode_parts(
@@ -162,7 +170,9 @@ def _weight_only(strategy: int) -> Callable[..., torch.Tensor]:
         fb, _ = split_bias(bias, static=False)
         q, s, z = _decode_parts(x, w) if strategy == 0 else _wo_parts(w)
         return _call(
-            "weight_only_mm", _k.weight_only.weight_only_mm_triton, x, q, s, z, fb, strategy
+            "weight_only_mm",
+            _k.weight_only.weight_only_mm_triton,
+            *(x, q, s, z, fb, strategy, _tiled(w)),
         )
 
     return fn
@@ -173,7 +183,9 @@ def _dequant_mm(x: torch.Tensor, w: Any, bias: Any) -> torch.Tensor:
     fb, _ = split_bias(bias, static=False)
     q, s, z = _wo_parts(w)
     wd = _call(
-        "dequantize_weight", _k.weight_only.dequantize_weight_triton, q, s, z, x.shape[1], x.dtype
+        "dequantize_weight",
+        _k.weight_only.dequantize_weight_triton,
+        *(q, s, z, x.shape[1], x.dtype, _tiled(w)),
     )
     return F.linear(x, wd, None if fb is None else fb.to(x.dtype))
 

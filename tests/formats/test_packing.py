@@ -96,3 +96,21 @@ def test_fp6_unpack_length_not_multiple_of_3_raises(n: int) -> None:
 def test_fp6_code_out_of_range_raises() -> None:
     with pytest.raises(ValueError, match=r"\[0, 63\]"):
         pack_fp6(_u8([0, 64, 0, 0]))
+
+
+def test_uint4_tiles_are_64_rows_of_64_bytes() -> None:
+    """tile_uint4's documented offset: byte (n, j) at (n // 64) 32 K + (j // 64) 4096 +
+    (n % 64) 64 + j % 64; untile_uint4 inverts it."""
+    from aoq.formats.packing import tile_uint4, tiles_uint4, untile_uint4
+
+    n, kb = 128, 192  # two bands of three tiles
+    packed = torch.randint(0, 256, (n, kb), dtype=torch.uint8)
+    flat = tile_uint4(packed).reshape(-1)
+    for r, j in ((0, 0), (63, 63), (64, 0), (5, 64), (70, 130), (127, 191)):
+        at = (r // 64) * 32 * (2 * kb) + (j // 64) * 4096 + (r % 64) * 64 + j % 64
+        assert flat[at] == packed[r, j]
+    assert torch.equal(untile_uint4(tile_uint4(packed)), packed)
+    assert tiles_uint4(128, 384, 128) and not tiles_uint4(96, 384, 128)
+    assert not tiles_uint4(128, 320, 64) and not tiles_uint4(128, 512, 256)
+    with pytest.raises(ValueError, match="do not tile"):
+        tile_uint4(packed[:100])

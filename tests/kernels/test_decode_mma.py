@@ -147,7 +147,8 @@ def test_w4a8_group_sums_are_exact(m, mode, split, tile):
 
 
 TILES = [None, {"WT": False, "PREF": False, "num_warps": 4}, {"WT": True, "PREF": False},
-         {"WT": False, "PREF": True, "num_warps": 4}]  # fmt: skip
+         {"WT": False, "PREF": True, "num_warps": 4},
+         {"WT": True, "PREF": False, "LOOP_STAGES": 3}]  # fmt: skip
 
 
 @pytest.mark.parametrize("gs", [32, 64, 128])
@@ -155,24 +156,55 @@ TILES = [None, {"WT": False, "PREF": False, "num_warps": 4}, {"WT": True, "PREF"
 @pytest.mark.parametrize("split", [None, 3])
 def test_int4_layouts_and_orientations_agree(gs, tile, split):
     """Group-major scales and zero points (strides (1, N), the CUDA layout of
-    aoq.tensors.int4) give the row-major result bit for bit, in either MMA orientation (WT:
-    the weights as operand A), with the step's parameters loaded ahead (PREF: 4, 2 and 1
-    groups a step of 128) or not, and a
-    K range that ends mid-way through a step's prefetch (split 3). The orientations agree
-    with each other up to float32 summation order."""
+    aoq.tensors.int4), and group-major zero points as words of four groups (zero_words),
+    give the row-major result bit for bit, in either MMA orientation (WT: the weights as
+    operand A), with the step's parameters loaded ahead (PREF: 4, 2 and 1 groups a step of
+    128) or not, in a loop Triton pipelines whole (LOOP_STAGES), and a K range that ends
+    mid-way through a step's prefetch (split 3). The orientations agree with each other up
+    to float32 summation order."""
     n, k, m = 72, 768, 3
     q, s, z = _int4(n, k, gs)
     x = torch.randn(m, k, device=DEV).to(torch.bfloat16)
     sg, zg = s.t().contiguous().t(), z.t().contiguous().t()
     assert sg.stride() == (1, n) and dm.serves(x, q, k // gs, WeightFormat.UINT4, sg, zg)
     assert not dm.serves(x, q, k // gs, WeightFormat.UINT4, sg, z)  # strides must agree
+    zw = dm.zero_words(z)
+    assert dm.serves(x, q, k // gs, WeightFormat.UINT4, sg, zw)
+    assert not dm.serves(x, q, k // gs, WeightFormat.UINT4, s, zw.contiguous())  # row-major
     ys = []
-    for sc, zc in ((s, z), (sg, zg)):
+    for sc, zc in ((s, z), (sg, zg), (sg, zw)):
         ys.append(torch.empty(m, n, dtype=OUT, device=DEV))
         dm.decode_mma(x, q, sc, zc, None, ys[-1], k // gs, WeightFormat.UINT4, split, tile=tile)
-    assert torch.equal(ys[0], ys[1])
+    assert torch.equal(ys[0], ys[1]) and torch.equal(ys[0], ys[2])
     rule = _run(x, q, s, z, None, k // gs, WeightFormat.UINT4, split)
     assert max_rel_error(rule.float(), ys[1].float()) < 4e-3
+
+
+@pytest.mark.parametrize("gs", [32, 64, 128])
+@pytest.mark.parametrize("m", [1, 9])
+@pytest.mark.parametrize("split", [None, 3])
+def test_tiled_codes_are_the_row_major_codes(gs, m, split):
+    """int4 codes in tile_uint4's order (64-row bands, 128-code tiles), with the zero points
+    as zero_words or bytes, give the row-major codes' result bit for bit (the rows the
+    kernel reads are the same; only where they lie moved). serves refuses what does not
+    tile, and groups wider than a tile."""
+    from aoq.formats.packing import tile_uint4
+
+    n, k = 192, 1024
+    q, s, z = _int4(n, k, gs)
+    x = torch.randn(m, k, device=DEV).to(torch.bfloat16)
+    sg, zg, zw = s.t().contiguous().t(), z.t().contiguous().t(), dm.zero_words(z)
+    tq = tile_uint4(q)
+    want = torch.empty(m, n, dtype=OUT, device=DEV)
+    dm.decode_mma(x, q, sg, zg, None, want, k // gs, WeightFormat.UINT4, split)
+    for zc in (zw, zg):
+        assert dm.serves(x, tq, k // gs, WeightFormat.UINT4, sg, zc, tiled=True)
+        y = torch.empty(m, n, dtype=OUT, device=DEV)
+        dm.decode_mma(x, tq, sg, zc, None, y, k // gs, WeightFormat.UINT4, split, tiled=True)
+        assert torch.equal(y, want)
+    assert not dm.serves(x, tq[:100], k // gs, WeightFormat.UINT4, sg[:100], zg[:100], True)
+    q2, s2, z2 = _int4(n, k, 256)
+    assert not dm.serves(x, tile_uint4(q2), k // 256, WeightFormat.UINT4, s2, z2, tiled=True)
 
 
 def test_wgmma_orientation_is_refused():

@@ -97,6 +97,36 @@ def test_dequantize_weight_exact(dtype, group):
     assert bit_equal(got, wo.dequantize_weight(pack_uint4(q), s, z, 256, dtype))
 
 
+@pytest.mark.parametrize("group", [32, 128])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
+def test_tiled_int4_is_the_row_major_weight(group, dtype):
+    """int4 codes in tile_uint4's order give the row-major codes' bits through every
+    weight-only path: the dequantize kernel, the prefill tile kernel, and the decode kernels
+    (decode_mma for bf16 x, the FMA GEMV for float32 x, which the word GEMV leaves to it:
+    at M = 1 that sums in another order than the word GEMV of row-major codes)."""
+    from aoq.formats.packing import tile_uint4
+
+    w = torch.randn(128, 256)
+    q, s, z = affine.quantize_uint4_asymmetric(w, group)
+    plain, tiled = pack_uint4(q), tile_uint4(pack_uint4(q))
+    want = wo.dequantize_weight_triton(plain, s, z, 256, dtype)
+    assert bit_equal(wo.dequantize_weight_triton(tiled, s, z, 256, dtype, True), want)
+    assert bit_equal(wo.dequantize_weight(tiled, s, z, 256, dtype, True), want)
+    bias = torch.randn(128)
+    for m, strategy in ((1, 0), (3, 0), (40, 1)):
+        x = torch.randn(m, 256).to(dtype)
+        want = wo.weight_only_mm_triton(x, plain, s, z, bias, strategy)
+        got = wo.weight_only_mm_triton(x, tiled, s, z, bias, strategy, True)
+        if m == 1 and dtype == torch.float32:  # the word GEMV's sum order against the FMA's
+            assert max_rel_error(want, got) < 1e-6
+        else:
+            assert bit_equal(got, want), (m, strategy)
+    assert bit_equal(wo.weight_only_mm(x, tiled, s, z, bias, 1, True),
+                     wo.weight_only_mm(x, plain, s, z, bias, 1))  # fmt: skip
+    with pytest.raises(ValueError, match="do not tile"):
+        wo.weight_only_mm_triton(x, plain[:100], s[:100], z[:100], None, 1, True)
+
+
 @pytest.mark.parametrize("config", CONFIGS, ids=config_ids(CONFIGS))
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("m", [1, 7, 33])
@@ -263,4 +293,5 @@ def test_word_gemv_int8_and_int4(monkeypatch, split):
     q4, s4, z4 = affine.quantize_uint4_asymmetric(w, 128)
     for q, s, z in ((q8, s8, None), (q8g, s8g, None), (pack_uint4(q4), s4, z4)):
         want = wo.weight_only_mm(x, q, s, z, bias, 0)
-        assert max_rel_error(want, wo.weight_only_mm_triton(x, q, s, z, bias, 0, split)) < 1e-6
+        got = wo.weight_only_mm_triton(x, q, s, z, bias, 0, split=split)
+        assert max_rel_error(want, got) < 1e-6

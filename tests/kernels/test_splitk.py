@@ -58,11 +58,11 @@ def decode_calls(device: str, n: int, k: int) -> list[tuple[str, Callable[[], to
         f8x, f8xs = aq.quantize_fp8_act(x, True, torch.float8_e4m3fn)
         f8t, f8ts = aq.quantize_fp8_act(x, False, torch.float8_e4m3fn)
         calls += [
-            (f"int8wo-f32/M{m}", lambda x=x: wo_mm(x, q8, s8, None, bias, 0, split)),
-            (f"int4wo-f32/M{m}", lambda x=x: wo_mm(x, p4, s4, z4, bias, 0, split)),
-            (f"int4wo-bf16/M{m}", lambda x=xb: wo_mm(x, p4, s4, z4, bias, 0, split)),
-            (f"int8wo-bf16/M{m}", lambda x=xb: wo_mm(x, q8, s8, None, None, 0, split)),
-            (f"fp8wo-bf16/M{m}", lambda x=xb: wo_mm(x, f8, f8s, None, bias, 0, split)),
+            (f"int8wo-f32/M{m}", lambda x=x: wo_mm(x, q8, s8, None, bias, 0, split=split)),
+            (f"int4wo-f32/M{m}", lambda x=x: wo_mm(x, p4, s4, z4, bias, 0, split=split)),
+            (f"int4wo-bf16/M{m}", lambda x=xb: wo_mm(x, p4, s4, z4, bias, 0, split=split)),
+            (f"int8wo-bf16/M{m}", lambda x=xb: wo_mm(x, q8, s8, None, None, 0, split=split)),
+            (f"fp8wo-bf16/M{m}", lambda x=xb: wo_mm(x, f8, f8s, None, bias, 0, split=split)),
             (f"w8a8/M{m}", lambda a=(xq, xs): ia_mm(*a, None, q8, s8, bias, None, f32, 0, split)),
             (f"w8a8-static/M{m}", lambda a=(xq_st, xs_st), bi=bias_int: ia_mm(
                 *a, None, q8, s8, None, bi, f32, 0, split)),
