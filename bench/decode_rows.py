@@ -1,15 +1,16 @@
 """Time decode_mma with x padded to 8 rows and to 16 (tile ROWS), on one GPU.
 
-``python -m bench.decode_rows [--out FILE.json]`` times, for M in {1, 8} and K x N in
-{8192 x 8192, 4096 x 14336, 14336 x 4096}, each format decode_mma serves (int4-g128, int8,
-fp8, W4A8 g32 on int8 codes, MX fp4 and MX fp8) at its TILE and at the variants below, as
-CUDA-graph replays over 8 weight copies (past L2), against bf16 F.linear. Each variant's
-output is first checked against the TILE's on the GPU: bit for bit where only the padding
-changed, to 1e-2 where the split did. Prints µs and the speedup over bf16 per case, beside
-the time a plain read of the weight's bytes takes (``read``: a grid-strided int32 sum, the
-floor of any kernel that reads them once), and writes every row to ``--out``. ``--extra``
-adds variants (JSON, per format), ``--no-defaults`` drops the ones below. A tuning aid for
-decode_mma.TILE, not the benchmark of record (that is ``make bench``).
+``python -m bench.decode_rows [--out FILE.json]`` times, for M in {1, 8} and K x N in {8192
+x 8192, 4096 x 14336, 14336 x 4096}, each format decode_mma serves (int4-g128, int8, fp8,
+W4A8 g32 on int8 codes, MX fp4 and MX fp8) at its TILE and at the variants below, as CUDA-
+graph replays over 8 weight copies (past L2), against bf16 F.linear. Each variant's output
+is first checked against the TILE's on the GPU: bit for bit where only the padding changed,
+to 1e-2 where the split did. Prints µs and the speedup over bf16 per case, beside the time a
+plain read of the weight's bytes takes (``read``: a grid-strided int32 sum, the floor of any
+kernel that reads them once), and writes every row to ``--out``. ``--extra`` adds variants
+(JSON, per format; beside TILE's keys, int4 takes ``ZW``: the zero points as 32-bit words,
+and ``TILED``: the codes in tile order), ``--no-defaults`` drops the ones below. A tuning
+aid for decode_mma.TILE, not the benchmark of record (that is ``make bench``).
 
 Why 8 rows (bench/NOTES.md, session 18): at M <= 8 the 16-row padding doubles the MMAs, x's
 loads and x's and the accumulators' registers. Compiled for sm90, int4's loop drops from 393
@@ -111,9 +112,14 @@ def _runner(wf: Any, groups: int, x: torch.Tensor, t: tuple, tile: dict) -> Any:
     from aoq.kernels._common import WeightFormat as W
 
     xq, xs = x, None
+    from aoq.formats.packing import pack_zero_words, tile_uint4
+
     tile = dict(tile)
-    if tile.pop("ZW", False):  # the zero points as decode_mma.zero_words
-        t = (t[0], t[1], decode_mma.zero_words(t[2].contiguous()))
+    if tile.pop("ZW", False):  # the zero points as 32-bit words of four groups
+        t = (t[0], t[1], pack_zero_words(t[2].contiguous()))
+    tiled = tile.pop("TILED", False)  # the codes in tile order (Int4Tensor's "tiled")
+    if tiled:
+        t = (tile_uint4(t[0]), *t[1:])
     if wf is W.INT4_SYM:
         xq, xs, _ = act_quant.quantize_int8_act_triton(x, 0, None)
     out = torch.float32 if wf is W.INT4_SYM else x.dtype
@@ -121,7 +127,7 @@ def _runner(wf: Any, groups: int, x: torch.Tensor, t: tuple, tile: dict) -> Any:
 
     def call() -> torch.Tensor:
         decode_mma.decode_mma(xq, t[0], t[1], t[2], None, y, groups, wf, None, x_scale=xs,
-                              tile=tile)  # fmt: skip
+                              tile=tile, tiled=tiled)  # fmt: skip
         return y
 
     return call

@@ -17,7 +17,7 @@ import argparse
 import torch
 import triton
 from aoq.kernels._launch import launch
-from aoq.kernels.weight_only import _dequantize_kernel, _format, dequantize_weight_triton
+from aoq.kernels.weight_dequant import _dequantize_kernel, _format, dequantize_weight_triton
 from triton.testing import do_bench_cudagraph
 
 SHAPES = ((8192, 8192), (4096, 14336), (14336, 4096))

@@ -7,8 +7,9 @@ and a fake implementation for torch.compile:
 - ``act_quant``    int8 per-token (sym / asym / static) and float8 row / tensor activations
 - ``act_qdq``      int8 activation quantize-dequantize in one pass (W4A8 at large M)
 - ``act_one_row``  the activation row quantized inside a decode kernel at M = 1
-- ``weight_only``  int8, int4 (asymmetric, groupwise) and float8 weight-only linears; the
-                   dequantize kernel of the dequantize-then-BLAS prefill path
+- ``weight_only``  int8, int4 (asymmetric, groupwise) and float8 weight-only linears
+- ``weight_dequant`` their codes dequantized: the tile helper, and the dequantize kernel
+                   of the dequantize-then-BLAS prefill path
 - ``int_act_mm``   W8A8 and W4A8 with exact int32 accumulators
 - ``fp8_mm``       float8 x float8 (Triton GEMM, and torch._scaled_mm)
 - ``targets``      ahead-of-time compilation for every GPU target

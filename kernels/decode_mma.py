@@ -45,7 +45,7 @@ from aoq.kernels.bf16_codes import byte_codes
 from aoq.kernels.decode_mma_steps import _group_steps, _weights_mma
 
 from aoq.backends import Backend
-from aoq.formats.packing import pack_zero_words, tiles_uint4
+from aoq.formats.packing import tiles_uint4
 
 
 @triton.jit
@@ -176,22 +176,18 @@ split up to one full wave, not only powers of two), orientation (WT), scale pref
 
 TILED_TILE = {"PREF": False, "LOOP_STAGES": 3}
 """int4 codes in tile order (aoq.formats.packing.tile_uint4): each step's 64 rows x 128 codes
-are one 4 KB run. Its scales and zero points (as zero_words: 32-bit loads, which cp.async
-can copy) go through Triton's pipeliner with the codes, two steps ahead, instead of PREF's
-one. H100, M = 1 (M = 16), K x N 8192^2 / 4096 x 14336 / 14336 x 4096, graph replays
-(``python -m bench.decode_rows``, session 20): row-major codes with PREF 20.3 / 18.3 / 18.5
-us (23.2 / 20.7 / 20.9); tiled with PREF 18.4 / 17.2 / 17.3 (20.1 / 19.1 / 19.3); tiled with
-this 17.5-17.6 / 16.3-16.4 / 16.4-16.7 (19.8-20.2 / 19.2-19.3 / 19.0); row-major with this
-20.7 / 18.3 / 19.0 (within noise of PREF). 4 or 5 stages were slower (21.4, 24.8 at 8192^2
-row-major)."""
+are one 4 KB run. Its scales and zero points (as packing.pack_zero_words: 32-bit loads,
+which cp.async can copy) go through Triton's pipeliner with the codes, two steps ahead,
+instead of PREF's one. H100, M = 1 (M = 16), K x N 8192^2 / 4096 x 14336 / 14336 x 4096,
+graph replays (``python -m bench.decode_rows``, session 20): row-major codes with PREF 20.3
+/ 18.3 / 18.5 us (23.2 / 20.7 / 20.9); tiled with PREF 18.4 / 17.2 / 17.3 (20.1 / 19.1 /
+19.3); tiled with this 17.5-17.6 / 16.3-16.4 / 16.4-16.7 (19.8-20.2 / 19.2-19.3 / 19.0);
+row-major with this 20.7 / 18.3 / 19.0 (within noise of PREF). 4 or 5 stages were slower
+(21.4, 24.8 at 8192^2 row-major)."""
 
 BIG_MODE = {0: 0, 2: 1, 1: 2}
 """MX fp4's BIG flag's length -> the kernel's BIG (aoq.tensors.mx.big_scale_flag): [0] no
 block scale above 2**1, [2] some, [1] the answer on the device."""
-
-
-zero_words = pack_zero_words
-"""aoq.formats.packing.pack_zero_words: the zero points as ``ZW`` reads them."""
 
 
 def serves(
@@ -218,7 +214,7 @@ def serves(
             return False
         words = zero is not None and zero.dtype == torch.int32 and not mx
         if words and (scale.stride(0) != 1 or zero.shape[1] != -(-scale.shape[1] // 4)):
-            return False  # zero_words: group-major words of four groups
+            return False  # pack_zero_words: group-major words of four groups
     m, k = x.shape
     xq = wfmt is WeightFormat.INT4_SYM
     if x.dtype != (torch.int8 if xq else torch.bfloat16) or m > 16:

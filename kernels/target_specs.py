@@ -134,18 +134,25 @@ def _int_act(name: str, int4: bool, gs: int, bm: int, bn: int, bk: int, **kw: An
     return Spec(name, "int_act_mm", "_int_act_mm_kernel", sig, ce, **kw)
 
 
-_TILED = {"TILED": True, "ZW": True, "PREF": False, "LOOP_STAGES": 3}
-"""decode_mma's constants for tiled int4 codes (its TILED_TILE, with zero_words)."""
-
-
 def _decode_mma(
-    name: str, wfmt: int, gs: int, step: int, target: str, rows: int = 16, **over: Any
+    name: str,
+    wfmt: int,
+    gs: int,
+    step: int,
+    target: str,
+    rows: int = 16,
+    tiled: bool = False,
+    **over: Any,
 ) -> Spec:
     """kernels/decode_mma.py; its bf16-pair assembly is NVIDIA PTX (AMD runs the float path).
     WFMT 3 is W4A8: int8 activations with zero points, symmetric int4 weights; 4 MX fp4
-    weights (E8M0 bytes, the BIG flag as z_ptr). ``rows``: x's padding (tile ROWS)."""
+    weights (E8M0 bytes, the BIG flag as z_ptr). ``rows``: x's padding (tile ROWS);
+    ``tiled``: int4 codes in tile order with zero points as words (decode_mma.TILED_TILE)."""
     from aoq.kernels._common import WeightFormat
-    from aoq.kernels.decode_mma import TILE
+    from aoq.kernels.decode_mma import TILE, TILED_TILE
+
+    if tiled:
+        over = {**TILED_TILE, "TILED": True, "ZW": True, **over}
 
     xq = wfmt == 3
     mx = wfmt >= 4
@@ -168,7 +175,7 @@ def _decode_mma(
         ROWS=rows, LOOP_STAGES=tile.get("LOOP_STAGES", 0), ZW=False,
     )  # fmt: skip
     ce.update(over)
-    if ce["ZW"]:  # decode_mma.zero_words: int32 words of four zero points
+    if ce["ZW"]:  # aoq.formats.packing.pack_zero_words: int32 words of four zero points
         sig["z_ptr"] = "*i32"
     return Spec(name, "decode_mma", "_decode_mma_kernel", sig, ce, warps=tile["num_warps"],
                 fp8=wfmt == 2)  # fmt: skip
@@ -344,8 +351,8 @@ def specs(target: str) -> list[Spec]:
         _wo("int4wo.prefill", "*u8", 1, 128, 128, 128, 64, warps=8),
         _wo("int8wo.decode", "*i8", 0, 0, 16, 64, 128),
         _decode_mma("int4wo.decode_mma", 1, 128, 128, target),
-        # codes in tile_uint4's order, zero points as zero_words (decode_mma.TILED_TILE)
-        _decode_mma("int4wo.decode_mma_tiled", 1, 128, 128, target, **_TILED),
+        # codes in tile_uint4's order, zero points as pack_zero_words (decode_mma.TILED_TILE)
+        _decode_mma("int4wo.decode_mma_tiled", 1, 128, 128, target, tiled=True),
         _decode_mma("int8wo.decode_mma", 0, 16, 256, target),
         _decode_mma("w4a8.decode_mma", 3, 32, 64, target),
         # symmetric int8 x: the integer MMA (sm: mma.sync s8, gfx: v_mfma_i32 i8)
@@ -361,7 +368,7 @@ def specs(target: str) -> list[Spec]:
                 for f, w, gs, step in (("int4wo", 1, 128, 128), ("int8wo", 0, 16, 256))
             ]
             + [_decode_mma("w4a8.decode_mma_imma_m8", 3, 32, 64, target, 8, XZ=False, IMMA=True)]
-            + [_decode_mma("int4wo.decode_mma_tiled_m8", 1, 128, 128, target, 8, **_TILED)]
+            + [_decode_mma("int4wo.decode_mma_tiled_m8", 1, 128, 128, target, 8, tiled=True)]
             if target.startswith("sm")
             else []
         ),  # fmt: skip
@@ -370,7 +377,7 @@ def specs(target: str) -> list[Spec]:
         *(
             Spec(
                 name,
-                "weight_only",
+                "weight_dequant",
                 "_dequantize_kernel",
                 deq_sig,
                 dict(WFMT=1, GROUP_SIZE=gs, BLOCK_N=32 * 128 // gs, BLOCK_K=gs, TILED=tiled),

@@ -41,6 +41,7 @@ try:  # the families register their torch.library ops (and the MX cast's CUDA im
     import aoq.kernels.int_act_mm  # noqa: F401
     import aoq.kernels.mx_cast  # noqa: F401
     import aoq.kernels.mx_decode  # noqa: F401
+    import aoq.kernels.weight_dequant  # noqa: F401
     import aoq.kernels.weight_only  # noqa: F401
     from aoq import kernels as _k
 
@@ -147,13 +148,11 @@ def _group_major(
     s, z = d["scale_gm"].t(), z.t() if z is not None else None
     if (z is None) != (wfmt is _k._common.WeightFormat.INT4_SYM):
         return None
-    tiled = _tiled(w)
-    return (s, z) if _k.decode_mma.serves(x, w.qdata, s.shape[1], wfmt, s, z, tiled) else None
+    return (s, z) if _k.decode_mma.serves(x, w.qdata, s.shape[1], wfmt, s, z, _tiled(w)) else None
 
 
 def _tiled(w: Any) -> bool:
-    """int4 codes in tile order (aoq.tensors.int4's packing "tiled"): every int4 weight-only
-    kernel takes them, told by this flag."""
+    """int4 codes in tile order (Int4Tensor.packing): the int4 weight-only kernels' flag."""
     return isinstance(w, Int4Tensor) and w.packing == "tiled"
 
 
@@ -169,11 +168,8 @@ def _weight_only(strategy: int) -> Callable[..., torch.Tensor]:
     def fn(x: torch.Tensor, w: Any, bias: Any) -> torch.Tensor:
         fb, _ = split_bias(bias, static=False)
         q, s, z = _decode_parts(x, w) if strategy == 0 else _wo_parts(w)
-        return _call(
-            "weight_only_mm",
-            _k.weight_only.weight_only_mm_triton,
-            *(x, q, s, z, fb, strategy, _tiled(w)),
-        )
+        return _call("weight_only_mm", _k.weight_only.weight_only_mm_triton,
+                     x, q, s, z, fb, strategy, _tiled(w))  # fmt: skip
 
     return fn
 
@@ -182,11 +178,8 @@ def _dequant_mm(x: torch.Tensor, w: Any, bias: Any) -> torch.Tensor:
     """Dequantize W to x's dtype (one Triton pass), then torch's matmul (cuBLAS/hipBLASLt)."""
     fb, _ = split_bias(bias, static=False)
     q, s, z = _wo_parts(w)
-    wd = _call(
-        "dequantize_weight",
-        _k.weight_only.dequantize_weight_triton,
-        *(q, s, z, x.shape[1], x.dtype, _tiled(w)),
-    )
+    wd = _call("dequantize_weight", _k.weight_dequant.dequantize_weight_triton,
+               q, s, z, x.shape[1], x.dtype, _tiled(w))  # fmt: skip
     return F.linear(x, wd, None if fb is None else fb.to(x.dtype))
 
 
@@ -268,7 +261,7 @@ def _w4a8_dequant_mm(x: torch.Tensor, w: Any, bias: Any) -> torch.Tensor:
     xd = _call("qdq_int8_act", _k.act_qdq.qdq_int8_act_triton, x, INT_ACT_MODE[w.act],
                w.act_scale)  # fmt: skip
     eight = torch.full(w.scale.shape, 8, dtype=torch.uint8, device=x.device)  # q + 8 codes
-    wd = _call("dequantize_weight", _k.weight_only.dequantize_weight_triton,
+    wd = _call("dequantize_weight", _k.weight_dequant.dequantize_weight_triton,
                w.qdata, w.scale, eight, x.shape[1], x.dtype)  # fmt: skip
     fb, _ = split_bias(bias, static=False)  # an Int32Bias is used dequantized here
     return F.linear(xd, wd, None if fb is None else fb.to(x.dtype))

@@ -13,7 +13,7 @@ from aoq.kernels import weight_only as wo
 from aoq.kernels._common import INTERPRET, WeightFormat
 
 from aoq.formats import affine
-from aoq.formats.packing import pack_uint4, unpack_uint4
+from aoq.formats.packing import pack_uint4, pack_zero_words, unpack_uint4
 from aoq.testing.metrics import max_rel_error
 
 GPU = torch.cuda.is_available() and not INTERPRET
@@ -156,7 +156,7 @@ TILES = [None, {"WT": False, "PREF": False, "num_warps": 4}, {"WT": True, "PREF"
 @pytest.mark.parametrize("split", [None, 3])
 def test_int4_layouts_and_orientations_agree(gs, tile, split):
     """Group-major scales and zero points (strides (1, N), the CUDA layout of
-    aoq.tensors.int4), and group-major zero points as words of four groups (zero_words),
+    aoq.tensors.int4), and group-major zero points as words of four groups (pack_zero_words),
     give the row-major result bit for bit, in either MMA orientation (WT: the weights as
     operand A), with the step's parameters loaded ahead (PREF: 4, 2 and 1 groups a step of
     128) or not, in a loop Triton pipelines whole (LOOP_STAGES), and a K range that ends
@@ -168,7 +168,7 @@ def test_int4_layouts_and_orientations_agree(gs, tile, split):
     sg, zg = s.t().contiguous().t(), z.t().contiguous().t()
     assert sg.stride() == (1, n) and dm.serves(x, q, k // gs, WeightFormat.UINT4, sg, zg)
     assert not dm.serves(x, q, k // gs, WeightFormat.UINT4, sg, z)  # strides must agree
-    zw = dm.zero_words(z)
+    zw = pack_zero_words(z)
     assert dm.serves(x, q, k // gs, WeightFormat.UINT4, sg, zw)
     assert not dm.serves(x, q, k // gs, WeightFormat.UINT4, s, zw.contiguous())  # row-major
     ys = []
@@ -185,7 +185,7 @@ def test_int4_layouts_and_orientations_agree(gs, tile, split):
 @pytest.mark.parametrize("split", [None, 3])
 def test_tiled_codes_are_the_row_major_codes(gs, m, split):
     """int4 codes in tile_uint4's order (64-row bands, 128-code tiles), with the zero points
-    as zero_words or bytes, give the row-major codes' result bit for bit (the rows the
+    as pack_zero_words or bytes, give the row-major codes' result bit for bit (the rows the
     kernel reads are the same; only where they lie moved). serves refuses what does not
     tile, and groups wider than a tile."""
     from aoq.formats.packing import tile_uint4
@@ -193,7 +193,7 @@ def test_tiled_codes_are_the_row_major_codes(gs, m, split):
     n, k = 192, 1024
     q, s, z = _int4(n, k, gs)
     x = torch.randn(m, k, device=DEV).to(torch.bfloat16)
-    sg, zg, zw = s.t().contiguous().t(), z.t().contiguous().t(), dm.zero_words(z)
+    sg, zg, zw = s.t().contiguous().t(), z.t().contiguous().t(), pack_zero_words(z)
     tq = tile_uint4(q)
     want = torch.empty(m, n, dtype=OUT, device=DEV)
     dm.decode_mma(x, q, sg, zg, None, want, k // gs, WeightFormat.UINT4, split)

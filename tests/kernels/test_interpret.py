@@ -11,6 +11,7 @@ import torch
 from aoq.kernels import act_quant as aq
 from aoq.kernels import int_act_mm as ia
 from aoq.kernels import splitk
+from aoq.kernels import weight_dequant as dq
 from aoq.kernels import weight_only as wo
 from aoq.kernels._common import INTERPRET
 
@@ -93,8 +94,8 @@ def test_dequantize_weight_exact(dtype, group):
     """Tiles one group wide below 128 (W4A8's 32), 128 wide past it."""
     w = torch.randn(40, 256)
     q, s, z = affine.quantize_uint4_asymmetric(w, group)
-    got = wo.dequantize_weight_triton(pack_uint4(q), s, z, 256, dtype)
-    assert bit_equal(got, wo.dequantize_weight(pack_uint4(q), s, z, 256, dtype))
+    got = dq.dequantize_weight_triton(pack_uint4(q), s, z, 256, dtype)
+    assert bit_equal(got, dq.dequantize_weight(pack_uint4(q), s, z, 256, dtype))
 
 
 @pytest.mark.parametrize("group", [32, 128])
@@ -109,9 +110,9 @@ def test_tiled_int4_is_the_row_major_weight(group, dtype):
     w = torch.randn(128, 256)
     q, s, z = affine.quantize_uint4_asymmetric(w, group)
     plain, tiled = pack_uint4(q), tile_uint4(pack_uint4(q))
-    want = wo.dequantize_weight_triton(plain, s, z, 256, dtype)
-    assert bit_equal(wo.dequantize_weight_triton(tiled, s, z, 256, dtype, True), want)
-    assert bit_equal(wo.dequantize_weight(tiled, s, z, 256, dtype, True), want)
+    want = dq.dequantize_weight_triton(plain, s, z, 256, dtype)
+    assert bit_equal(dq.dequantize_weight_triton(tiled, s, z, 256, dtype, True), want)
+    assert bit_equal(dq.dequantize_weight(tiled, s, z, 256, dtype, True), want)
     bias = torch.randn(128)
     for m, strategy in ((1, 0), (3, 0), (40, 1)):
         x = torch.randn(m, 256).to(dtype)

@@ -3,7 +3,7 @@ implementation pass torch.library.opcheck; the kernel table names a kernel for e
 
 import pytest
 import torch
-from aoq.kernels import act_qdq, act_quant, fp8_mm, int_act_mm, weight_only
+from aoq.kernels import act_qdq, act_quant, fp8_mm, int_act_mm, weight_dequant, weight_only
 
 from aoq import dispatch
 from aoq.backends import Backend
@@ -31,7 +31,10 @@ def _cases():
         "int8wo": (weight_only.weight_only_mm, (x, q8, s8, None, b, 0)),
         "int4wo": (weight_only.weight_only_mm, (x, pack_uint4(q4), s4, z4, None, 1)),
         "fp8wo": (weight_only.weight_only_mm, (x, qf, sf, None, b, 0)),
-        "dequant": (weight_only.dequantize_weight, (pack_uint4(q4), s4, z4, 128, torch.bfloat16)),
+        "dequant": (
+            weight_dequant.dequantize_weight,
+            (pack_uint4(q4), s4, z4, 128, torch.bfloat16),
+        ),
         "w8a8": (int_act_mm.int_act_mm, (xq, xs, None, q8, s8, b, None, torch.bfloat16, 1)),
         "w4a8": (
             int_act_mm.int_act_mm,
