@@ -9,8 +9,11 @@ to 1e-2 where the split did. Prints µs and the speedup over bf16 per case, besi
 plain read of the weight's bytes takes (``read``: a grid-strided int32 sum, the floor of any
 kernel that reads them once), and writes every row to ``--out``. ``--extra`` adds variants
 (JSON, per format; beside TILE's keys, int4 takes ``ZW``: the zero points as 32-bit words,
-and ``TILED``: the codes in tile order), ``--no-defaults`` drops the ones below. A tuning
-aid for decode_mma.TILE, not the benchmark of record (that is ``make bench``).
+and int4 and W4A8 ``TILED``: the codes in tile order), ``--no-defaults`` drops the ones
+below. ``w4a8gemv`` times W4A8's M = 1 path instead (at M = 1 only): the activation kernel
+then w4a8_gemv, keys GEMV_TILE's, ``TILED``, ``LOOP_STAGES``, ``SGM`` (the scales
+group-major) and ``XQ`` (x quantized in the GEMV, one launch). A tuning aid for
+decode_mma.TILE and w4a8_gemv.GEMV_TILE, not the benchmark of record (that is ``make bench``).
 
 Why 8 rows (bench/NOTES.md, session 18): at M <= 8 the 16-row padding doubles the MMAs, x's
 loads and x's and the accumulators' registers. Compiled for sm90, int4's loop drops from 393
@@ -40,6 +43,7 @@ VARIANTS: dict[str, list[dict[str, Any]]] = {
     "w4a8": [{"ROWS": 16}, {"IMMA": False}, {"ROWS": 16, "IMMA": False}, {"per_sm": 14}],
     "mxfp4": [{"ROWS": 16}, {"ROWS": 8, "per_sm": 12}],
     "mxfp8": [{"ROWS": 16}, {"ROWS": 8}],
+    "w4a8gemv": [{"TILED": True}, {"SGM": True}, {"TILED": True, "SGM": True}],
 }
 """Per format: tile overrides beside the TILE itself (which pads x to 8 rows at M <= 8 for
 every format but MX fp8; per_sm: programs an SM the split aims for)."""
@@ -97,6 +101,8 @@ def _case(fmt: str, n: int, k: int, copies: int) -> tuple[Any, list[tuple], int]
     if fmt.startswith("mx"):
         elem = "FP4_E2M1" if fmt == "mxfp4" else "FP8_E4M3"
         return (W.MX_FP4 if fmt == "mxfp4" else W.MX_FP8), _mx(elem, n, k, copies), k // 32
+    if fmt == "w4a8gemv":  # the GEMV reads row-major scales (SGM: a group-major copy)
+        return W.INT4_SYM, weights("w4a8", n, k, copies), k // 32
     ws = weights(fmt, n, k, copies)
     if fmt in ("int4", "w4a8"):  # the group-major scales (and zero points) of CUDA weights
         ws = [
@@ -107,7 +113,33 @@ def _case(fmt: str, n: int, k: int, copies: int) -> tuple[Any, list[tuple], int]
     return (W.INT8 if fmt == "int8" else W.FP8), ws, 1
 
 
-def _runner(wf: Any, groups: int, x: torch.Tensor, t: tuple, tile: dict) -> Any:
+def _gemv_runner(x: torch.Tensor, t: tuple, tile: dict) -> Any:
+    """W4A8 at M = 1 as the bench's graphs run it: the activation kernel, then the GEMV."""
+    from aoq.kernels import act_quant
+    from aoq.kernels.w4a8_gemv import w4a8_gemv
+
+    from aoq.formats.packing import tile_uint4
+
+    tile = dict(tile)
+    tiled, xq_in = tile.pop("TILED", False), tile.pop("XQ", False)
+    q = tile_uint4(t[0]) if tiled else t[0]
+    s = t[1].t().contiguous().t() if tile.pop("SGM", False) else t[1]
+    y = torch.empty(1, q.shape[0], dtype=x.dtype, device=x.device)
+    flags = dict(GROUP_SIZE=32, ASYM=False, STATIC=False, HAS_BIAS=False, HAS_BIAS_INT=False)
+    xs1 = torch.empty(1, dtype=torch.float32, device=x.device)
+
+    def call() -> torch.Tensor:
+        xq, xs = (x, xs1) if xq_in else act_quant.quantize_int8_act_triton(x, 0, None)[:2]
+        w4a8_gemv((xq, xs, xs, q, s, s, s, s), y, x.shape[1], 32, flags, None, xq_in, tiled,
+                  tile)  # fmt: skip
+        return y
+
+    return call
+
+
+def _runner(wf: Any, groups: int, x: torch.Tensor, t: tuple, tile: dict, fmt: str = "") -> Any:
+    if fmt == "w4a8gemv":
+        return _gemv_runner(x, t, tile)
     from aoq.kernels import act_quant, decode_mma
     from aoq.kernels._common import WeightFormat as W
 
@@ -146,6 +178,8 @@ def main() -> None:
     for (k, n), m, fmt in itertools.product(
         SHAPES, [int(v) for v in args.ms.split(",")], args.formats.split(",")
     ):
+        if fmt == "w4a8gemv" and m != 1:
+            continue
         copies = 8
         wf, ws, groups = _case(fmt, n, k, copies)
         xs = [torch.randn(m, k, dtype=torch.bfloat16, device="cuda") for _ in range(copies)]
@@ -153,7 +187,7 @@ def main() -> None:
         bf16 = graph_us([lambda x=x, w=w: F.linear(x, w) for x, w in zip(xs, wb, strict=True)])
         del wb
         floor = read_us(_bytes(ws[0]))
-        base = _runner(wf, groups, xs[0], ws[0], {})().clone()
+        base = _runner(wf, groups, xs[0], ws[0], {}, fmt)().clone()
         line = f"K{k} N{n} M{m} {fmt:6s} bf16 {bf16:6.1f} read {floor:5.1f}"
         tiles = [] if args.no_defaults else VARIANTS[fmt]
         for tile in [{}, *tiles, *extra.get(fmt, [])]:
@@ -167,14 +201,14 @@ def main() -> None:
                 "read_us": floor,
             }
             try:
-                got = _runner(wf, groups, xs[0], ws[0], tile)()
-                if set(tile) <= {"ROWS"}:
+                got = _runner(wf, groups, xs[0], ws[0], tile, fmt)()
+                if set(tile) <= {"ROWS", "TILED", "SGM", "LOOP_STAGES"}:
                     ok = torch.equal(got.nan_to_num(), base.nan_to_num())
                 else:
                     err = ((got.float() - base.float()).norm() / base.float().norm()).item()
                     ok = err < 1e-2
                 row["matches"] = ok
-                calls = [_runner(wf, groups, x, t, tile) for x, t in zip(xs, ws, strict=True)]
+                calls = [_runner(wf, groups, x, t, tile, fmt) for x, t in zip(xs, ws, strict=True)]
                 row["us"] = graph_us(calls)
                 line += f" | {json.dumps(tile) if tile else 'TILE'} {row['us']:6.1f}"
                 line += f" x{bf16 / row['us']:.2f}" + ("" if ok else " MISMATCH")

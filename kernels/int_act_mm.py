@@ -272,7 +272,7 @@ def _int_act(
     fused = dict(XQ=True) if xq_in_kernel else {}
     backend = backend_of(xq.device)
     if Strategy(strategy) is Strategy.DECODE and m == 1 and int4 and gs <= 1 << 14:
-        w4a8_gemv(args, y, k, groups, gs, flags, split, xq_in_kernel)
+        w4a8_gemv(args, y, k, gs, flags, split, xq_in_kernel)
         return y.to(out_dtype)
     if xq_in_kernel and (int4 or m != 1 or Strategy(strategy) is not Strategy.DECODE):
         raise ValueError("the activation is quantized in the kernel at M = 1 decode only")

@@ -198,12 +198,14 @@ def _splitk_specs(target: str) -> list[Spec]:
         "c_ptr": "*i32",
         "N": "i32",
         "K": "i32",
-        "G": "i32",
+        "stride_sn": "i32",
+        "stride_sg": "i32",
         "K_SPLIT": "i32",
     }
     gemv_ce = dict(
         GROUP_SIZE=32, GROUPS=8, ASYM=False, STATIC=False, HAS_BIAS=True, HAS_BIAS_INT=False,
-        SPLIT_K=4, TAIL=split_tail(), BLOCK_N=64, ASM=target.startswith("sm"),
+        SPLIT_K=4, TAIL=split_tail(), BLOCK_N=64, ASM=target.startswith("sm"), TILED=False,
+        LOOP_STAGES=0,
     )  # fmt: skip
     red_sig = {
         "part_ptr": "*fp32",

@@ -8,7 +8,7 @@ import torch
 import triton
 import triton.language as tl
 from aoq.kernels import splitk
-from aoq.kernels._common import MAGIC, backend_of, exact_float
+from aoq.kernels._common import MAGIC, backend_of, exact_float, int4_cols, int4_rows
 from aoq.kernels._launch import launch
 from aoq.kernels.act_one_row import one_row_scale, quantize_one_row
 
@@ -33,10 +33,11 @@ def _dp4a(a, b, c):
 @triton.jit
 def _w4a8_gemv_kernel(
     xq_ptr, xs_ptr, xz_ptr, w_ptr, s_ptr, b_ptr, bq_ptr, gstar_ptr, y_ptr, p_ptr, c_ptr,
-    N, K, G, K_SPLIT,
+    N, K, stride_sn, stride_sg, K_SPLIT,
     GROUP_SIZE: tl.constexpr, GROUPS: tl.constexpr, ASYM: tl.constexpr, STATIC: tl.constexpr,
     HAS_BIAS: tl.constexpr, HAS_BIAS_INT: tl.constexpr, SPLIT_K: tl.constexpr,
     TAIL: tl.constexpr, BLOCK_N: tl.constexpr, ASM: tl.constexpr, XQ: tl.constexpr = False,
+    TILED: tl.constexpr = False, LOOP_STAGES: tl.constexpr = 0,
 ):  # fmt: skip
     """W4A8 at M == 1 without the matrix units: GROUPS quantization groups a loop step.
 
@@ -54,22 +55,31 @@ def _w4a8_gemv_kernel(
     MODE: tl.constexpr = 1 if ASYM else (2 if STATIC else 0)
     HALF: tl.constexpr = GROUP_SIZE * GROUPS // 2  # bytes of a row per step
     WORDS: tl.constexpr = HALF // 4
+    RUN: tl.constexpr = HALF if HALF < 64 else 64  # what k0 // 2 is a multiple of in a run
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     nmask = offs_n < N
     offs_h = 2 * tl.arange(0, HALF)
     offs_g = tl.arange(0, GROUPS)
-    if ASM:  # 32-bit words (the launcher checked their alignment)
-        w_rows = (
-            w_ptr.to(tl.pointer_type(tl.int32))
-            + offs_n.to(tl.int64)[:, None] * (K // 8)
-            + tl.arange(0, WORDS)[None, :]
-        )
+    # a step's bytes: its first one (int4_cols(k0 // 2)) plus this pattern (HALF and the
+    # 64-byte runs of the tiled packing are powers of two, so the two parts add)
+    if ASM:  # 32-bit words (the launcher checked their alignment; K is a multiple of 32)
+        offs_w = tl.arange(0, WORDS)
+        if TILED:  # int4_rows / int4_cols in words: 16 a run, 1024 a tile
+            w_words = (offs_n.to(tl.int64) // 64) * (8 * K) + (offs_n % 64) * 16
+            w_words = w_words[:, None] + ((offs_w // 16) * 1024 + offs_w % 16)[None, :]
+        else:
+            w_words = offs_n.to(tl.int64)[:, None] * tl.multiple_of(K // 8, 4) + offs_w[None, :]
+        w_rows = w_ptr.to(tl.pointer_type(tl.int32)) + w_words
         x_words = xq_ptr.to(tl.pointer_type(tl.int32)) + tl.arange(0, 2 * WORDS)
     else:
-        w_rows = w_ptr + offs_n.to(tl.int64)[:, None] * (K // 2) + tl.arange(0, HALF)[None, :]
-    s_rows = s_ptr + offs_n.to(tl.int64)[:, None] * G + offs_g[None, :]
+        w_rows = (
+            w_ptr
+            + int4_rows(offs_n, K // 2, K, TILED)[:, None]
+            + int4_cols(tl.arange(0, HALF), TILED)[None, :]
+        )
+    s_rows = s_ptr + offs_n.to(tl.int64)[:, None] * stride_sn + offs_g[None, :] * stride_sg
     bq = tl.load(bq_ptr + offs_n, mask=nmask & HAS_BIAS_INT, other=0)
     gstar = tl.load(gstar_ptr + offs_n, mask=nmask & HAS_BIAS_INT, other=-1)
     if XQ:
@@ -79,9 +89,11 @@ def _w4a8_gemv_kernel(
         xz = tl.load(xz_ptr)  # int32
     accf = tl.zeros((BLOCK_N,), dtype=tl.float32)
     k_lo = pid_k * K_SPLIT
-    for k0 in range(k_lo, tl.minimum(K, k_lo + K_SPLIT), 2 * HALF):
+    for k0 in tl.range(k_lo, tl.minimum(K, k_lo + K_SPLIT), 2 * HALF,
+                       num_stages=LOOP_STAGES if LOOP_STAGES > 0 else None):  # fmt: skip
+        cb = int4_cols(k0 // 2, TILED, RUN)
         if ASM:
-            p = tl.load(w_rows + k0 // 8, mask=nmask[:, None], other=0x08080808)
+            p = tl.load(w_rows + cb // 4, mask=nmask[:, None], other=0x08080808)
             lo = p & 0x0F0F0F0F
             hi = (p >> 4) & 0x0F0F0F0F
             if XQ:  # four codes a word, the first in the low byte (the int8 tensor's bytes)
@@ -109,7 +121,7 @@ def _w4a8_gemv_kernel(
                 isum -= xz * (qsum - 8 * GROUP_SIZE)
             gsum = isum.to(tl.float32)
         else:
-            pb = tl.load(w_rows + k0 // 2, mask=nmask[:, None], other=0x88).to(tl.int32)
+            pb = tl.load(w_rows + cb, mask=nmask[:, None], other=0x88).to(tl.int32)
             lo = exact_float(pb & 0xF, 0) - (MAGIC + 8.0)
             hi = exact_float(pb >> 4, 0) - (MAGIC + 8.0)
             xe = tl.load(xq_ptr + k0 + offs_h)
@@ -133,7 +145,7 @@ def _w4a8_gemv_kernel(
         if HAS_BIAS_INT:
             mine = gstar[:, None] == (g + offs_g)[None, :]
             gsum += tl.where(mine, bq[:, None], 0).to(tl.float32)
-        ws = tl.load(s_rows + g, mask=nmask[:, None], other=0.0)
+        ws = tl.load(s_rows + g * stride_sg, mask=nmask[:, None], other=0.0)
         accf += tl.sum(gsum * ws, axis=1)
     if SPLIT_K > 1:
         tl.store(p_ptr + pid_k.to(tl.int64) * N + offs_n, accf, mask=nmask)
@@ -161,29 +173,34 @@ def w4a8_gemv(
     args: tuple[torch.Tensor, ...],
     y: torch.Tensor,
     k: int,
-    groups: int,
     gs: int,
     flags: dict,
     split: int | None,
     xq_in_kernel: bool,
+    tiled: bool = False,
+    tile: dict | None = None,
 ) -> None:
     """Launch the GEMV into y [1, N]: ``args`` the eight leading tensors of
-    ``_w4a8_gemv_kernel`` (int_act_mm's order), ``flags`` int_act_mm's constexprs (the ones
-    this kernel does not take are left out), ``split`` a forced split-K."""
-    xq, x_scale, wq, bias = args[0], args[1], args[3], args[5]
+    ``_w4a8_gemv_kernel`` (int_act_mm's order; the scales [N, G] in either order), ``flags``
+    int_act_mm's constexprs (the ones this kernel does not take are left out), ``split`` a
+    forced split-K, ``tiled`` the codes in aoq.formats.packing.tile_uint4's order, ``tile``
+    overrides of GEMV_TILE's keys (and LOOP_STAGES: the loop through Triton's pipeliner)."""
+    xq, x_scale, wq, ws, bias = args[0], args[1], args[3], args[4], args[5]
     n = wq.shape[0]
     backend = backend_of(y.device)
-    bn = GEMV_TILE["BLOCK_N"]
-    step = splitk.k_step(k, gs, GEMV_TILE["STEP_K"])
+    cfg = {**GEMV_TILE, **(tile or {})}
+    bn = cfg["BLOCK_N"]
+    step = splitk.k_step(k, gs, cfg["STEP_K"])
     n_prog = triton.cdiv(n, bn)
-    p = splitk.plan(y, backend, n_prog, k, step, split, per_sm=GEMV_TILE["per_sm"])
+    p = splitk.plan(y, backend, n_prog, k, step, split, per_sm=cfg["per_sm"])
     own = {key: flags[key] for key in ("GROUP_SIZE", "ASYM", "STATIC", "HAS_BIAS", "HAS_BIAS_INT")}
     x_words = xq_in_kernel or xq.data_ptr() % 4 == 0  # (a float row is read as floats)
     words = backend is Backend.CUDA and x_words and wq.data_ptr() % 4 == 0
     epi = dict(row_scale=x_scale, bias=bias if flags["HAS_BIAS"] else None)
     launch(_w4a8_gemv_kernel, (n_prog, p.split),
-        *args, y, p.partials, p.counter_arg(), n, k, groups, p.k_split, GROUPS=step // gs,
-        SPLIT_K=p.split, TAIL=p.tail(splitk.epilogue_bits(**epi)), BLOCK_N=bn, ASM=words,
-        num_warps=GEMV_TILE["num_warps"], XQ=xq_in_kernel, **own,
+        *args, y, p.partials, p.counter_arg(), n, k, ws.stride(0), ws.stride(1), p.k_split,
+        GROUPS=step // gs, SPLIT_K=p.split, TAIL=p.tail(splitk.epilogue_bits(**epi)),
+        BLOCK_N=bn, ASM=words, num_warps=cfg["num_warps"], XQ=xq_in_kernel, TILED=tiled,
+        LOOP_STAGES=cfg.get("LOOP_STAGES", 0), **own,
     )  # fmt: skip
     p.finish(y, **epi)

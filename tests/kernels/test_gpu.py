@@ -129,6 +129,41 @@ def test_w4a8_decode_integer_paths(mode, split):
             assert bit_equal(got, ia.int_act_mm_triton(odd, *args[1:]))
 
 
+@pytest.mark.parametrize("step", [64, 128, 256])
+def test_w4a8_gemv_layouts_on_gpu(step):
+    """The dp4a GEMV reading the codes in tile order, the scales group-major, through the
+    pipeliner, or with x quantized inside: the row-major launch's bits."""
+    from aoq.kernels.w4a8_gemv import w4a8_gemv
+
+    from aoq.formats.packing import pack_uint4, tile_uint4
+
+    w, x = torch.randn(192, 2048, device="cuda"), torch.randn(1, 2048, device="cuda")
+    xq, xs, _ = aq.quantize_int8_act_triton(x, 0, None)
+    q4, s4 = affine.quantize_int4_symmetric(w, 32)
+    wq, gm = pack_uint4(q4 + 8), s4.t().contiguous().t()
+    flags = dict(GROUP_SIZE=32, ASYM=False, STATIC=False, HAS_BIAS=False, HAS_BIAS_INT=False)
+
+    def run(codes, scale, tiled=False, stages=0, xq_in=False):
+        y = torch.empty(1, 192, device="cuda")
+        xs1 = torch.empty(1, device="cuda")
+        a = (x, xs1) if xq_in else (xq, xs)
+        tile = {"STEP_K": step, "LOOP_STAGES": stages}
+        w4a8_gemv((*a, xs, codes, scale, scale, scale, scale), y, 2048, 32, flags, 2, xq_in,
+                  tiled, tile)  # fmt: skip
+        return y
+
+    plain = run(wq, s4)
+    want = ia.int_act_mm(xq.cpu(), xs.cpu(), None, wq.cpu(), s4.cpu(), None, None,
+                         torch.float32, 0)  # fmt: skip
+    assert max_rel_error(want, plain.cpu()) < 1e-6
+    for tiled in (False, True):
+        codes = tile_uint4(wq) if tiled else wq
+        for scale in (s4, gm):
+            for stages in (0, 3):
+                assert bit_equal(run(codes, scale, tiled, stages), plain), (tiled, stages)
+        assert bit_equal(run(codes, gm, tiled, xq_in=True), plain), tiled
+
+
 def test_opcheck_cuda():
     from test_ops import OPCHECK_TESTS, _cases
 
