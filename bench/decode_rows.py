@@ -12,7 +12,9 @@ kernel that reads them once), and writes every row to ``--out``. ``--extra`` add
 and int4 and W4A8 ``TILED``: the codes in tile order), ``--no-defaults`` drops the ones
 below. ``w4a8gemv`` times W4A8's M = 1 path instead (at M = 1 only): the activation kernel
 then w4a8_gemv, keys GEMV_TILE's, ``TILED``, ``LOOP_STAGES``, ``SGM`` (the scales
-group-major) and ``XQ`` (x quantized in the GEMV, one launch). A tuning aid for
+group-major), ``XQ`` (x quantized in the GEMV, one launch), ``PDL`` (the GEMV launched
+while the activation kernel runs, waiting for x) and ``L2PRE`` (each program asks L2 for
+its codes and scales first). A tuning aid for
 decode_mma.TILE and w4a8_gemv.GEMV_TILE, not the benchmark of record (that is ``make bench``).
 
 Why 8 rows (bench/NOTES.md, session 18): at M <= 8 the 16-row padding doubles the MMAs, x's
@@ -128,8 +130,10 @@ def _gemv_runner(x: torch.Tensor, t: tuple, tile: dict) -> Any:
     flags = dict(GROUP_SIZE=32, ASYM=False, STATIC=False, HAS_BIAS=False, HAS_BIAS_INT=False)
     xs1 = torch.empty(1, dtype=torch.float32, device=x.device)
 
+    trigger = tile.get("PDL", False)
+
     def call() -> torch.Tensor:
-        xq, xs = (x, xs1) if xq_in else act_quant.quantize_int8_act_triton(x, 0, None)[:2]
+        xq, xs = (x, xs1) if xq_in else act_quant.quantize_int8_act_triton(x, 0, None, trigger)[:2]
         w4a8_gemv((xq, xs, xs, q, s, s, s, s), y, x.shape[1], 32, flags, None, xq_in, tiled,
                   tile)  # fmt: skip
         return y
@@ -202,7 +206,7 @@ def main() -> None:
             }
             try:
                 got = _runner(wf, groups, xs[0], ws[0], tile, fmt)()
-                if set(tile) <= {"ROWS", "TILED", "SGM", "LOOP_STAGES"}:
+                if set(tile) <= {"ROWS", "TILED", "LOOP_STAGES", "PDL", "L2PRE"}:
                     ok = torch.equal(got.nan_to_num(), base.nan_to_num())
                 else:
                     err = ((got.float() - base.float()).norm() / base.float().norm()).item()

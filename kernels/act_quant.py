@@ -34,6 +34,7 @@ from aoq.kernels._common import (
     rne,
 )
 from aoq.kernels._launch import launch
+from triton.language.extra.cuda import gdc_launch_dependents
 
 from aoq.formats import affine, float8
 
@@ -109,13 +110,17 @@ def _act_quant_kernel(
     x_ptr, q_ptr, s_ptr, z_ptr, given_ptr, M, K, stride_xm, stride_qm,
     MODE: tl.constexpr, GIVEN: tl.constexpr, QMAX: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, ONE_TILE: tl.constexpr,
-    REVERSE: tl.constexpr = False, QDQ: tl.constexpr = False,
+    REVERSE: tl.constexpr = False, QDQ: tl.constexpr = False, TRIGGER: tl.constexpr = False,
 ):  # fmt: skip
     """Quantize BLOCK_M rows. GIVEN: the scale is the float32 scalar at given_ptr (static
     int8, or the per-tensor float8 scale from the amax pass). ONE_TILE: K <= BLOCK_K, the
     rows are read once and kept in registers. REVERSE: the last rows first (the per-tensor
     second pass: the amax pass read them last, so part of them is still in L2). QDQ: the
-    codes' values in q's dtype instead of the codes."""
+    codes' values in q's dtype instead of the codes. TRIGGER (sm90 and later): let a kernel
+    launched after this one with programmatic dependent launch start now (it waits for this
+    one's results with griddepcontrol.wait: _common.pdl_wait)."""
+    if TRIGGER:
+        gdc_launch_dependents()
     pid = tl.program_id(0)
     if REVERSE:
         pid = tl.num_programs(0) - 1 - pid
@@ -236,10 +241,12 @@ def _blocks(m: int, k: int) -> tuple[int, int, int]:
 
 
 def quantize_int8_act_triton(
-    x: torch.Tensor, mode: int, act_scale: torch.Tensor | None
+    x: torch.Tensor, mode: int, act_scale: torch.Tensor | None, trigger: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Triton launcher of ``aoq::quantize_int8_act``: (q int8 [M, K], scale float32 [M] (a
-    0-d copy of act_scale when static), zero int32 [M] (zeros unless asymmetric))."""
+    0-d copy of act_scale when static), zero int32 [M] (zeros unless asymmetric)).
+    ``trigger``: the next kernel, launched with programmatic dependent launch, may start at
+    once (the caller checked the GPU has it: _common.pdl)."""
     check_2d("x", x, FLOAT_DTYPES)
     backend_of(x.device)
     m, k = x.shape
@@ -260,7 +267,7 @@ def quantize_int8_act_triton(
     launch(_act_quant_kernel, (triton.cdiv(m, bm),),
         x, q, scale, zero, given if given is not None else scale, m, k, x.stride(0), q.stride(0),
         MODE=int(amode), GIVEN=static, QMAX=127.0,
-        BLOCK_M=bm, BLOCK_K=bk, ONE_TILE=k <= bk, num_warps=warps,
+        BLOCK_M=bm, BLOCK_K=bk, ONE_TILE=k <= bk, num_warps=warps, TRIGGER=trigger,
     )  # fmt: skip
     return q, scale, zero
 

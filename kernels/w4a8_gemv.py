@@ -8,9 +8,17 @@ import torch
 import triton
 import triton.language as tl
 from aoq.kernels import splitk
-from aoq.kernels._common import MAGIC, backend_of, exact_float, int4_cols, int4_rows
+from aoq.kernels._common import (
+    MAGIC,
+    backend_of,
+    exact_float,
+    int4_cols,
+    int4_rows,
+    prefetch_l2,
+)
 from aoq.kernels._launch import launch
 from aoq.kernels.act_one_row import one_row_scale, quantize_one_row
+from triton.language.extra.cuda import gdc_wait
 
 from aoq.backends import Backend
 
@@ -37,7 +45,8 @@ def _w4a8_gemv_kernel(
     GROUP_SIZE: tl.constexpr, GROUPS: tl.constexpr, ASYM: tl.constexpr, STATIC: tl.constexpr,
     HAS_BIAS: tl.constexpr, HAS_BIAS_INT: tl.constexpr, SPLIT_K: tl.constexpr,
     TAIL: tl.constexpr, BLOCK_N: tl.constexpr, ASM: tl.constexpr, XQ: tl.constexpr = False,
-    TILED: tl.constexpr = False, LOOP_STAGES: tl.constexpr = 0,
+    TILED: tl.constexpr = False, LOOP_STAGES: tl.constexpr = 0, PDL: tl.constexpr = False,
+    L2PRE: tl.constexpr = False,
 ):  # fmt: skip
     """W4A8 at M == 1 without the matrix units: GROUPS quantization groups a loop step.
 
@@ -80,6 +89,17 @@ def _w4a8_gemv_kernel(
             + int4_cols(tl.arange(0, HALF), TILED)[None, :]
         )
     s_rows = s_ptr + offs_n.to(tl.int64)[:, None] * stride_sn + offs_g[None, :] * stride_sg
+    k_lo = pid_k * K_SPLIT
+    k_hi = tl.minimum(K, k_lo + K_SPLIT)
+    if L2PRE:  # this program's codes and scales asked into L2 (row-major, one line a row)
+        tl.static_assert(ASM and not TILED and HALF <= 128, "L2PRE: row-major words")
+        last = tl.minimum(offs_n, N - 1).to(tl.int64)
+        for kp in range(k_lo, k_hi, 2 * HALF):
+            prefetch_l2(w_ptr.to(tl.pointer_type(tl.int32)) + last * (K // 8) + kp // 8)
+        for gp in range(k_lo // GROUP_SIZE, k_hi // GROUP_SIZE, 32):
+            prefetch_l2(s_ptr + last * stride_sn + gp * stride_sg)
+    if PDL:  # x and its scale come from the kernel launched before this one
+        gdc_wait()
     bq = tl.load(bq_ptr + offs_n, mask=nmask & HAS_BIAS_INT, other=0)
     gstar = tl.load(gstar_ptr + offs_n, mask=nmask & HAS_BIAS_INT, other=-1)
     if XQ:
@@ -88,8 +108,7 @@ def _w4a8_gemv_kernel(
     elif ASYM:
         xz = tl.load(xz_ptr)  # int32
     accf = tl.zeros((BLOCK_N,), dtype=tl.float32)
-    k_lo = pid_k * K_SPLIT
-    for k0 in tl.range(k_lo, tl.minimum(K, k_lo + K_SPLIT), 2 * HALF,
+    for k0 in tl.range(k_lo, k_hi, 2 * HALF,
                        num_stages=LOOP_STAGES if LOOP_STAGES > 0 else None):  # fmt: skip
         cb = int4_cols(k0 // 2, TILED, RUN)
         if ASM:
@@ -201,6 +220,7 @@ def w4a8_gemv(
         *args, y, p.partials, p.counter_arg(), n, k, ws.stride(0), ws.stride(1), p.k_split,
         GROUPS=step // gs, SPLIT_K=p.split, TAIL=p.tail(splitk.epilogue_bits(**epi)),
         BLOCK_N=bn, ASM=words, num_warps=cfg["num_warps"], XQ=xq_in_kernel, TILED=tiled,
-        LOOP_STAGES=cfg.get("LOOP_STAGES", 0), **own,
+        LOOP_STAGES=cfg.get("LOOP_STAGES", 0), PDL=cfg.get("PDL", False),
+        L2PRE=cfg.get("L2PRE", False), launch_pdl=cfg.get("PDL", False), **own,
     )  # fmt: skip
     p.finish(y, **epi)
