@@ -9,12 +9,11 @@ to 1e-2 where the split did. Prints µs and the speedup over bf16 per case, besi
 plain read of the weight's bytes takes (``read``: a grid-strided int32 sum, the floor of any
 kernel that reads them once), and writes every row to ``--out``. ``--extra`` adds variants
 (JSON, per format; beside TILE's keys, int4 takes ``ZW``: the zero points as 32-bit words,
-and int4 and W4A8 ``TILED``: the codes in tile order), ``--no-defaults`` drops the ones
+and ``TILED``: the codes in tile order), ``--no-defaults`` drops the ones
 below. ``w4a8gemv`` times W4A8's M = 1 path instead (at M = 1 only): the activation kernel
-then w4a8_gemv, keys GEMV_TILE's, ``TILED``, ``LOOP_STAGES``, ``SGM`` (the scales
-group-major), ``XQ`` (x quantized in the GEMV, one launch), ``PDL`` (the GEMV launched
-while the activation kernel runs, waiting for x) and ``L2PRE`` (each program asks L2 for
-its codes and scales first). A tuning aid for
+then w4a8_gemv, keys GEMV_TILE's, ``SGM`` (the scales group-major), ``XQ`` (x quantized
+in the GEMV, one launch) and ``PDL`` (the GEMV launched with programmatic dependent launch
+while the activation kernel runs). A tuning aid for
 decode_mma.TILE and w4a8_gemv.GEMV_TILE, not the benchmark of record (that is ``make bench``).
 
 Why 8 rows (bench/NOTES.md, session 18): at M <= 8 the 16-row padding doubles the MMAs, x's
@@ -45,7 +44,7 @@ VARIANTS: dict[str, list[dict[str, Any]]] = {
     "w4a8": [{"ROWS": 16}, {"IMMA": False}, {"ROWS": 16, "IMMA": False}, {"per_sm": 14}],
     "mxfp4": [{"ROWS": 16}, {"ROWS": 8, "per_sm": 12}],
     "mxfp8": [{"ROWS": 16}, {"ROWS": 8}],
-    "w4a8gemv": [{"TILED": True}, {"SGM": True}, {"TILED": True, "SGM": True}],
+    "w4a8gemv": [{"PDL": True}, {"XQ": True}, {"SGM": True}],
 }
 """Per format: tile overrides beside the TILE itself (which pads x to 8 rows at M <= 8 for
 every format but MX fp8; per_sm: programs an SM the split aims for)."""
@@ -120,22 +119,17 @@ def _gemv_runner(x: torch.Tensor, t: tuple, tile: dict) -> Any:
     from aoq.kernels import act_quant
     from aoq.kernels.w4a8_gemv import w4a8_gemv
 
-    from aoq.formats.packing import tile_uint4
-
     tile = dict(tile)
-    tiled, xq_in = tile.pop("TILED", False), tile.pop("XQ", False)
-    q = tile_uint4(t[0]) if tiled else t[0]
+    xq_in, pdl = tile.pop("XQ", False), tile.pop("PDL", False)
     s = t[1].t().contiguous().t() if tile.pop("SGM", False) else t[1]
-    y = torch.empty(1, q.shape[0], dtype=x.dtype, device=x.device)
+    y = torch.empty(1, t[0].shape[0], dtype=x.dtype, device=x.device)
     flags = dict(GROUP_SIZE=32, ASYM=False, STATIC=False, HAS_BIAS=False, HAS_BIAS_INT=False)
     xs1 = torch.empty(1, dtype=torch.float32, device=x.device)
 
-    trigger = tile.get("PDL", False)
-
     def call() -> torch.Tensor:
-        xq, xs = (x, xs1) if xq_in else act_quant.quantize_int8_act_triton(x, 0, None, trigger)[:2]
-        w4a8_gemv((xq, xs, xs, q, s, s, s, s), y, x.shape[1], 32, flags, None, xq_in, tiled,
-                  tile)  # fmt: skip
+        xq, xs = (x, xs1) if xq_in else act_quant.quantize_int8_act_triton(x, 0, None, pdl)[:2]
+        w4a8_gemv((xq, xs, xs, t[0], s, s, s, s), y, x.shape[1], 32, flags, None, xq_in,
+                  pdl and not xq_in, tile)  # fmt: skip
         return y
 
     return call
@@ -206,7 +200,7 @@ def main() -> None:
             }
             try:
                 got = _runner(wf, groups, xs[0], ws[0], tile, fmt)()
-                if set(tile) <= {"ROWS", "TILED", "LOOP_STAGES", "PDL", "L2PRE"}:
+                if set(tile) <= {"ROWS", "PDL"}:
                     ok = torch.equal(got.nan_to_num(), base.nan_to_num())
                 else:
                     err = ((got.float() - base.float()).norm() / base.float().norm()).item()

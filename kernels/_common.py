@@ -9,6 +9,7 @@ when the kernels were defined for a GPU: set TRITON_INTERPRET=1 before importing
 from __future__ import annotations
 
 import enum
+import functools
 import os
 
 import torch
@@ -86,19 +87,13 @@ def backend_of(device: torch.device) -> Backend:
     )
 
 
+@functools.cache
 def pdl(device: torch.device) -> bool:
-    """Programmatic dependent launch: NVIDIA sm90 and later (griddepcontrol), not the
+    """Programmatic dependent launch (griddepcontrol): NVIDIA sm90 and later, not the
     interpreter or ROCm."""
     if device.type != "cuda" or torch.version.hip is not None:
         return False
     return torch.cuda.get_device_capability(device)[0] >= 9
-
-
-@triton.jit
-def prefetch_l2(ptrs):
-    """Ask L2 for the lines at ``ptrs`` (NVIDIA; nothing is loaded into registers)."""
-    tl.inline_asm_elementwise("prefetch.global.L2 [$1]; mov.u32 $0, 0;", "=r,l", [ptrs],
-                              dtype=tl.int32, is_pure=False, pack=1)  # fmt: skip
 
 
 def dot_flags(dtype: torch.dtype) -> tuple[bool, str]:

@@ -43,6 +43,7 @@ from aoq.kernels._common import INTERPRET, WeightFormat, backend_of, epilogue, i
 from aoq.kernels._launch import launch
 from aoq.kernels.bf16_codes import byte_codes
 from aoq.kernels.decode_mma_steps import _group_steps, _weights_mma
+from triton.language.extra.cuda import gdc_wait
 
 from aoq.backends import Backend
 from aoq.formats.packing import tiles_uint4
@@ -58,6 +59,7 @@ def _decode_mma_kernel(
     UPCAST: tl.constexpr, WT: tl.constexpr = False, PREF: tl.constexpr = False,
     BIG: tl.constexpr = 0, ROWS: tl.constexpr = 16, IMMA: tl.constexpr = False,
     LOOP_STAGES: tl.constexpr = 0, ZW: tl.constexpr = False, TILED: tl.constexpr = False,
+    PDL: tl.constexpr = False,
 ):  # fmt: skip
     """Program (n, s): outputs [ROWS, BLOCK_N] (x padded to ROWS rows: 16, or 8 for M <= 8,
     the n of NVIDIA's m16n8k16) over K range s. int4 (WFMT 1: zero points from
@@ -70,7 +72,8 @@ def _decode_mma_kernel(
     SPLIT_K > 1
     stores float32 partials, which the last program of the column tile (TAIL,
     splitk.finish) or splitk.reduce_partials sums, then applies int8's channel scale, xs
-    and the bias."""
+    and the bias. PDL: launched with programmatic dependent launch after the kernel that
+    wrote x (and xs, xz), which it waits for before reading them."""
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -82,6 +85,8 @@ def _decode_mma_kernel(
     acc_t = tl.zeros((BLOCK_N, ROWS), dtype=tl.float32)  # WT: the weights are the MMA's A
     k_lo = pid_k * K_SPLIT
     k_hi = tl.minimum(K, k_lo + K_SPLIT)
+    if PDL:
+        gdc_wait()
     if WFMT == 1 or WFMT >= 3:
         wrows = (
             w_ptr
@@ -252,6 +257,7 @@ def decode_mma(
     tile: dict | None = None,
     x_zero: torch.Tensor | None = None,
     tiled: bool = False,
+    pdl: bool = False,
 ) -> None:
     """Launch the kernel (the caller checked :func:`serves`): y = x W^T (+ bias), W from
     ``qdata`` (uint8 int4 pairs, int8 or float8 e4m3fn) with ``scale`` [N, groups] (and ``zero`` for
@@ -260,7 +266,9 @@ def decode_mma(
     activations, ``x_zero`` (int32 [M]). ``split``
     forces split-K; ``tile`` overrides TILE (benchmarks), and its ``ROWS`` (16, or 8 for
     M <= 8) the rows x is padded to (by default 8 at M <= 8 where TILE says ``rows8``).
-    ``tiled``: int4 codes in aoq.formats.packing.tile_uint4's order (TILED_TILE)."""
+    ``tiled``: int4 codes in aoq.formats.packing.tile_uint4's order (TILED_TILE). ``pdl``:
+    programmatic dependent launch after the kernel that wrote x (the caller checked the GPU
+    has it: _common.pdl)."""
     m, k = x.shape
     n = qdata.shape[0]
     cfg = {**TILE[wfmt], **(TILED_TILE if tiled else {}), **(tile or {})}
@@ -305,6 +313,6 @@ def decode_mma(
         WFMT=int(wfmt), GROUP_SIZE=gs, GROUPS=bk // gs, XQ=xq, XZ=x_zero is not None,
         STATIC=x_scale is not None and x_scale.dim() == 0, HAS_BIAS=bias is not None,
         SPLIT_K=p.split, TAIL=p.tail(splitk.epilogue_bits(**epi)), BLOCK_N=bn, BLOCK_K=bk,
-        ASM=backend is Backend.CUDA, UPCAST=INTERPRET, **cfg,
+        ASM=backend is Backend.CUDA, UPCAST=INTERPRET, PDL=pdl, launch_pdl=pdl, **cfg,
     )  # fmt: skip
     p.finish(y, **epi)

@@ -165,15 +165,20 @@ def int_act_mm_triton(
     out_dtype: torch.dtype,
     strategy: int,
     split: int | None = None,
+    pdl: bool = False,
 ) -> torch.Tensor:
     """Triton launcher of ``aoq::int_act_mm``. xq int8 [M, K]; x_scale float32 [M] or [];
     x_zero int32 [M] or None; wq int8 [N, K] or packed int4 uint8 [N, K // 2]; w_scale
     float32 [N, G] (row-major; or group-major, strides (1, N), which decode_mma reads as
     it is at 2 <= M <= 16 and the other kernels copy); bias float [N]; bias_int int32 [N]
-    (static only). ``split``: force the decode split-K (tests)."""
+    (static only). ``split``: force the decode split-K (tests). ``pdl``: the kernel that
+    wrote xq, x_scale and x_zero is the one launched just before on this stream, and it
+    let the next start early (act_quant's ``trigger``): W4A8's decode kernels then launch
+    with programmatic dependent launch and wait for it before reading x (the caller checked
+    _common.pdl)."""
     check_2d("xq", xq, (torch.int8,))
     return _int_act(xq, x_scale, x_zero, wq, w_scale, bias, bias_int, out_dtype, strategy, split,
-                    x_zero is not None, False)  # fmt: skip
+                    x_zero is not None, False, pdl)  # fmt: skip
 
 
 def one_row_serves(x: torch.Tensor, wq: torch.Tensor, w_scale: torch.Tensor) -> bool:
@@ -226,6 +231,7 @@ def _int_act(
     split: int | None,
     asym: bool,
     xq_in_kernel: bool,
+    pdl: bool = False,
 ) -> torch.Tensor:
     """int_act_mm_triton's launches; ``xq_in_kernel``: xq is the float row the decode kernel
     quantizes (its scale into x_scale, a [1] buffer, or x_scale the static one)."""
@@ -256,7 +262,7 @@ def _int_act(
         # sums; scales row-major or group-major): 24-25 us against this module's kernel's
         # 46 at K = N = 8192, M = 16 (H200, sessions 9 and 15)
         dm.decode_mma(xq, wq, w_scale, None, bias, y, groups, W4, split, x_scale=x_scale,
-                      x_zero=x_zero if asym else None)  # fmt: skip
+                      x_zero=x_zero if asym else None, pdl=pdl)  # fmt: skip
         return y.to(out_dtype)
     ws = w_scale.contiguous()
     gstar = ref.bias_group(ws).to(torch.int32) if bias_int is not None and not per_channel else ws
@@ -272,7 +278,7 @@ def _int_act(
     fused = dict(XQ=True) if xq_in_kernel else {}
     backend = backend_of(xq.device)
     if Strategy(strategy) is Strategy.DECODE and m == 1 and int4 and gs <= 1 << 14:
-        w4a8_gemv(args, y, k, gs, flags, split, xq_in_kernel)
+        w4a8_gemv(args, y, k, gs, flags, split, xq_in_kernel, pdl and not xq_in_kernel)
         return y.to(out_dtype)
     if xq_in_kernel and (int4 or m != 1 or Strategy(strategy) is not Strategy.DECODE):
         raise ValueError("the activation is quantized in the kernel at M = 1 decode only")

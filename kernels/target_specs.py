@@ -36,6 +36,10 @@ def split_tail(fused: bool = True) -> int:
     return bits | splitk.FUSE if fused else bits
 
 
+PDL_TARGETS = ("sm90", "sm100")
+"""Where W4A8's decode kernels take programmatic dependent launch (kernels/_common.pdl)."""
+
+
 def _one_row(spec: Spec, x_arg: str, **constexprs: Any) -> Spec:
     """``spec`` quantizing its own bf16 activation row (act_one_row.one_row_scale: M = 1)."""
     return replace(spec, signature={**spec.signature, x_arg: "*bf16"},
@@ -204,8 +208,7 @@ def _splitk_specs(target: str) -> list[Spec]:
     }
     gemv_ce = dict(
         GROUP_SIZE=32, GROUPS=8, ASYM=False, STATIC=False, HAS_BIAS=True, HAS_BIAS_INT=False,
-        SPLIT_K=4, TAIL=split_tail(), BLOCK_N=64, ASM=target.startswith("sm"), TILED=False,
-        LOOP_STAGES=0,
+        SPLIT_K=4, TAIL=split_tail(), BLOCK_N=64, ASM=target.startswith("sm"), PDL=False,
     )  # fmt: skip
     red_sig = {
         "part_ptr": "*fp32",
@@ -254,6 +257,18 @@ def _splitk_specs(target: str) -> list[Spec]:
             "w4a8.gemv", "w4a8_gemv", "_w4a8_gemv_kernel", gemv_sig, gemv_ce, warps=2, mma=False
         ),  # fmt: skip
         _one_row(replace(w4a8_gemv, name="w4a8.gemv_one_row"), "xq_ptr", XQ=True),
+        # programmatic dependent launch (griddepcontrol): sm90 and later
+        *(
+            [
+                replace(
+                    w4a8_gemv,
+                    name="w4a8.gemv_pdl",
+                    constexprs={**w4a8_gemv.constexprs, "PDL": True},
+                )
+            ]
+            if target in PDL_TARGETS
+            else []
+        ),  # fmt: skip
         Spec("splitk.reduce", "splitk", "_reduce_kernel", red_sig, red_ce, mma=False),
     ]
 
@@ -308,10 +323,23 @@ def specs(target: str) -> list[Spec]:
         "G": "i32",
         "stride_wn": "i32",
     }
+    int8_row = Spec(
+        "act_quant.int8_row", "act_quant", "_act_quant_kernel", act, act_ce, warps=4, mma=False
+    )
     return [
-        Spec(
-            "act_quant.int8_row", "act_quant", "_act_quant_kernel", act, act_ce, warps=4, mma=False
-        ),
+        int8_row,
+        # W4A8 decode: lets the decode kernel start (programmatic dependent launch)
+        *(
+            [
+                replace(
+                    int8_row,
+                    name="act_quant.int8_row_trigger",
+                    constexprs={**act_ce, "TRIGGER": True},
+                )
+            ]
+            if target in PDL_TARGETS
+            else []
+        ),  # fmt: skip
         Spec(
             "act_qdq.int8_asym",
             "act_quant",
@@ -372,6 +400,15 @@ def specs(target: str) -> list[Spec]:
             + [_decode_mma("w4a8.decode_mma_imma_m8", 3, 32, 64, target, 8, XZ=False, IMMA=True)]
             + [_decode_mma("int4wo.decode_mma_tiled_m8", 1, 128, 128, target, 8, tiled=True)]
             if target.startswith("sm")
+            else []
+        ),  # fmt: skip
+        *(
+            [
+                _decode_mma(
+                    "w4a8.decode_mma_imma_pdl", 3, 32, 64, target, XZ=False, IMMA=True, PDL=True
+                )
+            ]
+            if target in PDL_TARGETS
             else []
         ),  # fmt: skip
         _wo("fp8wo.decode", f8, 2, 0, 16, 64, 128),

@@ -8,14 +8,7 @@ import torch
 import triton
 import triton.language as tl
 from aoq.kernels import splitk
-from aoq.kernels._common import (
-    MAGIC,
-    backend_of,
-    exact_float,
-    int4_cols,
-    int4_rows,
-    prefetch_l2,
-)
+from aoq.kernels._common import MAGIC, backend_of, exact_float
 from aoq.kernels._launch import launch
 from aoq.kernels.act_one_row import one_row_scale, quantize_one_row
 from triton.language.extra.cuda import gdc_wait
@@ -45,8 +38,7 @@ def _w4a8_gemv_kernel(
     GROUP_SIZE: tl.constexpr, GROUPS: tl.constexpr, ASYM: tl.constexpr, STATIC: tl.constexpr,
     HAS_BIAS: tl.constexpr, HAS_BIAS_INT: tl.constexpr, SPLIT_K: tl.constexpr,
     TAIL: tl.constexpr, BLOCK_N: tl.constexpr, ASM: tl.constexpr, XQ: tl.constexpr = False,
-    TILED: tl.constexpr = False, LOOP_STAGES: tl.constexpr = 0, PDL: tl.constexpr = False,
-    L2PRE: tl.constexpr = False,
+    PDL: tl.constexpr = False,
 ):  # fmt: skip
     """W4A8 at M == 1 without the matrix units: GROUPS quantization groups a loop step.
 
@@ -60,44 +52,29 @@ def _w4a8_gemv_kernel(
     another order: float32 rounding only). Codes are not interleaved: low nibbles meet the
     even activations, high nibbles the odd ones. XQ: xq_ptr is the float activation row,
     quantized here step by step (as _int_act_mm_kernel's XQ), the codes packed into words
-    for ``dp4a``."""
+    for ``dp4a``. PDL: launched with programmatic dependent launch after the kernel that
+    wrote x (and xs, xz), which it waits for before reading them."""
     MODE: tl.constexpr = 1 if ASYM else (2 if STATIC else 0)
     HALF: tl.constexpr = GROUP_SIZE * GROUPS // 2  # bytes of a row per step
     WORDS: tl.constexpr = HALF // 4
-    RUN: tl.constexpr = HALF if HALF < 64 else 64  # what k0 // 2 is a multiple of in a run
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     nmask = offs_n < N
     offs_h = 2 * tl.arange(0, HALF)
     offs_g = tl.arange(0, GROUPS)
-    # a step's bytes: its first one (int4_cols(k0 // 2)) plus this pattern (HALF and the
-    # 64-byte runs of the tiled packing are powers of two, so the two parts add)
     if ASM:  # 32-bit words (the launcher checked their alignment; K is a multiple of 32)
-        offs_w = tl.arange(0, WORDS)
-        if TILED:  # int4_rows / int4_cols in words: 16 a run, 1024 a tile
-            w_words = (offs_n.to(tl.int64) // 64) * (8 * K) + (offs_n % 64) * 16
-            w_words = w_words[:, None] + ((offs_w // 16) * 1024 + offs_w % 16)[None, :]
-        else:
-            w_words = offs_n.to(tl.int64)[:, None] * tl.multiple_of(K // 8, 4) + offs_w[None, :]
-        w_rows = w_ptr.to(tl.pointer_type(tl.int32)) + w_words
+        w_rows = (
+            w_ptr.to(tl.pointer_type(tl.int32))
+            + offs_n.to(tl.int64)[:, None] * tl.multiple_of(K // 8, 4)
+            + tl.arange(0, WORDS)[None, :]
+        )
         x_words = xq_ptr.to(tl.pointer_type(tl.int32)) + tl.arange(0, 2 * WORDS)
     else:
-        w_rows = (
-            w_ptr
-            + int4_rows(offs_n, K // 2, K, TILED)[:, None]
-            + int4_cols(tl.arange(0, HALF), TILED)[None, :]
-        )
+        w_rows = w_ptr + offs_n.to(tl.int64)[:, None] * (K // 2) + tl.arange(0, HALF)[None, :]
     s_rows = s_ptr + offs_n.to(tl.int64)[:, None] * stride_sn + offs_g[None, :] * stride_sg
     k_lo = pid_k * K_SPLIT
     k_hi = tl.minimum(K, k_lo + K_SPLIT)
-    if L2PRE:  # this program's codes and scales asked into L2 (row-major, one line a row)
-        tl.static_assert(ASM and not TILED and HALF <= 128, "L2PRE: row-major words")
-        last = tl.minimum(offs_n, N - 1).to(tl.int64)
-        for kp in range(k_lo, k_hi, 2 * HALF):
-            prefetch_l2(w_ptr.to(tl.pointer_type(tl.int32)) + last * (K // 8) + kp // 8)
-        for gp in range(k_lo // GROUP_SIZE, k_hi // GROUP_SIZE, 32):
-            prefetch_l2(s_ptr + last * stride_sn + gp * stride_sg)
     if PDL:  # x and its scale come from the kernel launched before this one
         gdc_wait()
     bq = tl.load(bq_ptr + offs_n, mask=nmask & HAS_BIAS_INT, other=0)
@@ -108,11 +85,9 @@ def _w4a8_gemv_kernel(
     elif ASYM:
         xz = tl.load(xz_ptr)  # int32
     accf = tl.zeros((BLOCK_N,), dtype=tl.float32)
-    for k0 in tl.range(k_lo, k_hi, 2 * HALF,
-                       num_stages=LOOP_STAGES if LOOP_STAGES > 0 else None):  # fmt: skip
-        cb = int4_cols(k0 // 2, TILED, RUN)
+    for k0 in range(k_lo, k_hi, 2 * HALF):
         if ASM:
-            p = tl.load(w_rows + cb // 4, mask=nmask[:, None], other=0x08080808)
+            p = tl.load(w_rows + k0 // 8, mask=nmask[:, None], other=0x08080808)
             lo = p & 0x0F0F0F0F
             hi = (p >> 4) & 0x0F0F0F0F
             if XQ:  # four codes a word, the first in the low byte (the int8 tensor's bytes)
@@ -140,7 +115,7 @@ def _w4a8_gemv_kernel(
                 isum -= xz * (qsum - 8 * GROUP_SIZE)
             gsum = isum.to(tl.float32)
         else:
-            pb = tl.load(w_rows + cb, mask=nmask[:, None], other=0x88).to(tl.int32)
+            pb = tl.load(w_rows + k0 // 2, mask=nmask[:, None], other=0x88).to(tl.int32)
             lo = exact_float(pb & 0xF, 0) - (MAGIC + 8.0)
             hi = exact_float(pb >> 4, 0) - (MAGIC + 8.0)
             xe = tl.load(xq_ptr + k0 + offs_h)
@@ -196,14 +171,16 @@ def w4a8_gemv(
     flags: dict,
     split: int | None,
     xq_in_kernel: bool,
-    tiled: bool = False,
+    pdl: bool = False,
     tile: dict | None = None,
 ) -> None:
     """Launch the GEMV into y [1, N]: ``args`` the eight leading tensors of
     ``_w4a8_gemv_kernel`` (int_act_mm's order; the scales [N, G] in either order), ``flags``
     int_act_mm's constexprs (the ones this kernel does not take are left out), ``split`` a
-    forced split-K, ``tiled`` the codes in aoq.formats.packing.tile_uint4's order, ``tile``
-    overrides of GEMV_TILE's keys (and LOOP_STAGES: the loop through Triton's pipeliner)."""
+    forced split-K, ``pdl`` a launch with programmatic dependent launch (the caller checked
+    the GPU has it, _common.pdl: the kernel starts while the one before it, which wrote x
+    and its scale, still runs, and waits for it before reading them), ``tile`` overrides of
+    GEMV_TILE's keys."""
     xq, x_scale, wq, ws, bias = args[0], args[1], args[3], args[4], args[5]
     n = wq.shape[0]
     backend = backend_of(y.device)
@@ -219,8 +196,7 @@ def w4a8_gemv(
     launch(_w4a8_gemv_kernel, (n_prog, p.split),
         *args, y, p.partials, p.counter_arg(), n, k, ws.stride(0), ws.stride(1), p.k_split,
         GROUPS=step // gs, SPLIT_K=p.split, TAIL=p.tail(splitk.epilogue_bits(**epi)),
-        BLOCK_N=bn, ASM=words, num_warps=cfg["num_warps"], XQ=xq_in_kernel, TILED=tiled,
-        LOOP_STAGES=cfg.get("LOOP_STAGES", 0), PDL=cfg.get("PDL", False),
-        L2PRE=cfg.get("L2PRE", False), launch_pdl=cfg.get("PDL", False), **own,
+        BLOCK_N=bn, ASM=words, num_warps=cfg["num_warps"], XQ=xq_in_kernel, PDL=pdl,
+        launch_pdl=pdl, **own,
     )  # fmt: skip
     p.finish(y, **epi)

@@ -15,6 +15,7 @@ launchers run the same kernels through Triton's interpreter.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -225,14 +226,18 @@ def _int_act(strategy: int) -> Callable[..., torch.Tensor]:
             fb, ib = split_bias(bias, static)
             return ia.int_act_linear_one_row(x, mode, w.act_scale, w.qdata, w.scale, fb, ib,
                                              x.dtype)  # fmt: skip
-        xq, xs, xz = _call(
-            "quantize_int8_act", _k.act_quant.quantize_int8_act_triton, x, mode, w.act_scale
-        )
         fb, ib = split_bias(bias, static)
+        quantize, mm = _k.act_quant.quantize_int8_act_triton, ia.int_act_mm_triton
+        # W4A8's decode kernel starts while the activation kernel runs (programmatic
+        # dependent launch; eager and CUDA graphs, not traced: bench/NOTES.md, session 21)
+        w4 = strategy == 0 and isinstance(w, Int4Tensor)
+        if w4 and not _traced(x, w.qdata) and _k._common.pdl(x.device):
+            quantize = functools.partial(quantize, trigger=True)
+            mm = functools.partial(mm, pdl=True)
+        xq, xs, xz = _call("quantize_int8_act", quantize, x, mode, w.act_scale)
         zero = xz if w.act is ActQuant.INT8_DYNAMIC_ASYM else None
         ws = _w4a8_decode_scale(xq, w, ib) if strategy == 0 else w.scale
-        return _call("int_act_mm", _k.int_act_mm.int_act_mm_triton,
-                     xq, xs, zero, w.qdata, ws, fb, ib, x.dtype, strategy)  # fmt: skip
+        return _call("int_act_mm", mm, xq, xs, zero, w.qdata, ws, fb, ib, x.dtype, strategy)
 
     return fn
 

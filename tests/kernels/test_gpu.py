@@ -129,39 +129,44 @@ def test_w4a8_decode_integer_paths(mode, split):
             assert bit_equal(got, ia.int_act_mm_triton(odd, *args[1:]))
 
 
-@pytest.mark.parametrize("step", [64, 128, 256])
-def test_w4a8_gemv_layouts_on_gpu(step):
-    """The dp4a GEMV reading the codes in tile order, the scales group-major, through the
-    pipeliner, or with x quantized inside: the row-major launch's bits."""
-    from aoq.kernels.w4a8_gemv import w4a8_gemv
+@pytest.mark.parametrize("mode", [0, 1], ids=["sym", "asym"])
+@pytest.mark.parametrize("m", [1, 5])
+def test_w4a8_programmatic_dependent_launch(mode, m):
+    """W4A8 decode with the activation kernel triggering and the decode kernel (GEMV at
+    M = 1, decode_mma above) launched with programmatic dependent launch: the bits of the
+    plain launches, eagerly and replayed from a CUDA graph, the inputs rewritten between
+    replays (a kernel that read x before the activation kernel finished would see the old
+    codes)."""
+    from aoq.kernels._common import pdl
 
-    from aoq.formats.packing import pack_uint4, tile_uint4
+    from aoq.formats.packing import pack_uint4
 
-    w, x = torch.randn(192, 2048, device="cuda"), torch.randn(1, 2048, device="cuda")
-    xq, xs, _ = aq.quantize_int8_act_triton(x, 0, None)
+    if not pdl(torch.device("cuda")):
+        pytest.skip("programmatic dependent launch needs sm90 or later")
+    w = torch.randn(256, 4096, device="cuda")
     q4, s4 = affine.quantize_int4_symmetric(w, 32)
     wq, gm = pack_uint4(q4 + 8), s4.t().contiguous().t()
-    flags = dict(GROUP_SIZE=32, ASYM=False, STATIC=False, HAS_BIAS=False, HAS_BIAS_INT=False)
+    scale = s4 if m == 1 else gm
 
-    def run(codes, scale, tiled=False, stages=0, xq_in=False):
-        y = torch.empty(1, 192, device="cuda")
-        xs1 = torch.empty(1, device="cuda")
-        a = (x, xs1) if xq_in else (xq, xs)
-        tile = {"STEP_K": step, "LOOP_STAGES": stages}
-        w4a8_gemv((*a, xs, codes, scale, scale, scale, scale), y, 2048, 32, flags, 2, xq_in,
-                  tiled, tile)  # fmt: skip
-        return y
+    def linear(x, on):
+        xq, xs, xz = aq.quantize_int8_act_triton(x, mode, None, on)
+        zero = xz if mode == 1 else None
+        return ia.int_act_mm_triton(xq, xs, zero, wq, scale, None, None, torch.bfloat16, 0,
+                                    None, on)  # fmt: skip
 
-    plain = run(wq, s4)
-    want = ia.int_act_mm(xq.cpu(), xs.cpu(), None, wq.cpu(), s4.cpu(), None, None,
-                         torch.float32, 0)  # fmt: skip
-    assert max_rel_error(want, plain.cpu()) < 1e-6
-    for tiled in (False, True):
-        codes = tile_uint4(wq) if tiled else wq
-        for scale in (s4, gm):
-            for stages in (0, 3):
-                assert bit_equal(run(codes, scale, tiled, stages), plain), (tiled, stages)
-        assert bit_equal(run(codes, gm, tiled, xq_in=True), plain), tiled
+    xs = [torch.randn(m, 4096, dtype=torch.bfloat16, device="cuda") for _ in range(3)]
+    want = [linear(x, False) for x in xs]
+    for x, y in zip(xs, want, strict=True):
+        assert bit_equal(linear(x, True), y)
+    x_in = xs[0].clone()
+    linear(x_in, True)  # compiled before capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        y_out = linear(x_in, True)
+    for x, y in zip(xs, want, strict=True):
+        x_in.copy_(x)
+        graph.replay()
+        assert bit_equal(y_out, y)
 
 
 def test_opcheck_cuda():
