@@ -91,18 +91,27 @@ def tensor_digest(t: torch.Tensor) -> str:
 
 
 def state_digests(state: dict[str, torch.Tensor]) -> dict[str, str]:
-    """Per stored tensor: every inner field of an aoq tensor (``weight:qdata``) and each plain
-    tensor, plus each aoq tensor's class, nominal dtype and attrs."""
+    """Per stored tensor: every inner field of an aoq tensor in its canonical layout
+    (``weight:qdata``) and each plain tensor, plus each aoq tensor's class, nominal dtype and
+    attrs (``weight:meta``) with its layout attrs apart (``weight:layout``): a checkpoint
+    loaded on another device takes that device's layout of the same values."""
     out: dict[str, str] = {}
     for key, t in state.items():
         if isinstance(t, AoqTensor):
-            for field, inner in t.tensors().items():
+            for field, inner in t.canonical_tensors().items():
                 out[f"{key}:{field}"] = tensor_digest(inner)
             attrs = {k: getattr(v, "value", v) for k, v in t.attrs().items()}
+            layout = {k: attrs.pop(k) for k in t.layout_attrs}
             out[f"{key}:meta"] = repr((type(t).__name__, str(t.dtype), sorted(attrs.items())))
+            out[f"{key}:layout"] = repr(sorted(layout.items()))
         else:
             out[key] = tensor_digest(t)
     return out
+
+
+def without_layout(digests: dict[str, str]) -> dict[str, str]:
+    """:func:`state_digests` less the layout entries: what a load on another device keeps."""
+    return {k: v for k, v in digests.items() if not k.endswith(":layout")}
 
 
 def digest_diff(expected: dict[str, str], got: dict[str, str]) -> str | None:

@@ -5,7 +5,11 @@ modules, parameter names and state_dict keys stay as they are) and holds its qua
 in plain inner tensors. A subclass declares:
 
 - ``tensor_fields``: required inner tensors, ``optional_fields``: inner tensors that may be None;
-- ``attr_fields``: non-tensor metadata (enums, strings), fixed for the tensor's lifetime.
+- ``attr_fields``: non-tensor metadata (enums, strings), fixed for the tensor's lifetime;
+- ``layout_attrs``: those attrs that only say how the inner tensors are laid out for one
+  device's kernels (the values they hold are the same in every layout), with ``for_device``
+  and ``relayout`` to pick and convert: a device move, a checkpoint load and copy_ put the
+  tensor in the layout its new device's kernels read.
 
 From those declarations this base derives construction, ``__tensor_flatten__`` (torch.compile),
 pickling (``torch.save`` / ``torch.load(weights_only=True)``), device moves, detach, clone and
@@ -71,6 +75,7 @@ class AoqTensor(torch.Tensor):
     tensor_fields: ClassVar[tuple[str, ...]] = ()
     optional_fields: ClassVar[tuple[str, ...]] = ()
     attr_fields: ClassVar[tuple[str, ...]] = ()
+    layout_attrs: ClassVar[tuple[str, ...]] = ()
     # attrs added after checkpoints were written without them: the value those imply
     attr_defaults: ClassVar[dict[str, Any]] = {}
 
@@ -113,6 +118,18 @@ class AoqTensor(torch.Tensor):
 
     def attrs(self) -> dict[str, Any]:
         return {n: getattr(self, n) for n in self.attr_fields}
+
+    def for_device(self) -> AoqTensor:
+        """This tensor in the layout its device's kernels read: self when it already is (or
+        when the class has a single layout)."""
+        return self
+
+    def relayout(self, **layout: Any) -> AoqTensor:
+        """A copy with the layout attrs ``layout`` and its inner tensors converted to match;
+        self when it already has them. Classes with layout_attrs override it."""
+        if all(n in self.layout_attrs and getattr(self, n) == v for n, v in layout.items()):
+            return self
+        raise NotImplementedError(f"{type(self).__name__} has no layout {layout}")
 
     def _rebuild(self, fn: Any = None, dtype: torch.dtype | None = None) -> AoqTensor:
         """A copy with ``fn`` applied to every inner tensor (and optionally a new nominal dtype)."""
@@ -309,7 +326,7 @@ def _rebuild_aoq_tensor(
     parts.update({n: attrs_codec.decode(v) for n, v in attrs.items()})
     t = cls(shape, dtype, **parts)
     t.validate()
-    return t
+    return t.for_device()  # a checkpoint loads into the layout of the device it lands on
 
 
 # --- the few aten ops an aoq tensor supports --------------------------------------------------
@@ -329,15 +346,22 @@ def _to_copy(func: Any, t: AoqTensor, **kwargs: Any) -> AoqTensor:
     if dtype is not None and not dtype.is_floating_point:
         raise TypeError(f"aoq: cannot cast a quantized tensor to {dtype}")
     moved = t._rebuild(lambda x: x.to(device=device)) if device is not None else t._rebuild()
-    return moved._rebuild(dtype=dtype) if dtype is not None else moved
+    moved = moved._rebuild(dtype=dtype) if dtype is not None else moved
+    return moved.for_device()
+
+
+def _settings(t: AoqTensor) -> dict[str, Any]:
+    """The attrs that are not layout attrs: those a copy_'s source must share."""
+    return {n: v for n, v in t.attrs().items() if n not in t.layout_attrs}
 
 
 def _copy_(func: Any, dst: AoqTensor, src: Any, non_blocking: bool = False) -> AoqTensor:
-    if type(src) is not type(dst) or src.attrs() != dst.attrs() or src.shape != dst.shape:
+    if type(src) is not type(dst) or _settings(src) != _settings(dst) or src.shape != dst.shape:
         raise TypeError(
             f"aoq: copy_ needs a {type(dst).__name__} of the same shape and settings; got "
             f"{type(src).__name__} {tuple(src.shape)}"
         )
+    src = src.relayout(**{n: getattr(dst, n) for n in dst.layout_attrs})
     mine, theirs = dst.tensors(), src.tensors()
     if set(mine) != set(theirs):
         raise TypeError(f"aoq: copy_ between tensors with fields {set(mine)} and {set(theirs)}")

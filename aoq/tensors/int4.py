@@ -9,15 +9,20 @@ Fields:
     act_scale   float32 []           W4A8 with ActQuant.INT8_STATIC only
 Attrs: act (NONE for W4A16; INT8_DYNAMIC, INT8_DYNAMIC_ASYM or INT8_STATIC for W4A8),
 config_id, config_json, packing ("plain": qdata as above; "tiled": the same bytes in
-aoq.formats.packing.tile_uint4's order, 64 rows x 128 codes a tile, which W4A16 weights
-quantized on a GPU take where the shape tiles: the decode kernel then reads each step's
-codes as one 4 KB run, 11-14 % faster on an H100, bench/NOTES.md session 20).
+aoq.formats.packing.tile_uint4's order, 64 rows x 128 codes a tile: the GPU decode kernel
+then reads each step's codes as one 4 KB run, 11-14 % faster on an H100, bench/NOTES.md
+session 20).
 
-The checkpoint holds qdata in the packing the tensor has (its attr says which; checkpoints
-written before the attr existed are "plain"); the CPU tinygemm layout is built at first use.
+The packing follows the device (``packing_on``, a layout attr): a W4A16 weight quantized,
+moved or loaded onto a GPU is tiled where the shape tiles; on the CPU it is plain; on the
+meta device it stays as it is. A checkpoint holds qdata in the packing of the tensor that was
+saved (its attr says which; checkpoints written before the attr existed are "plain") and loads
+into the packing of the device it lands on. The CPU tinygemm layout is built at first use.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import torch
 
@@ -34,7 +39,7 @@ from aoq.formats.packing import (
 )
 from aoq.tensors import cpu_ops
 from aoq.tensors.activation import quantize_int8_activation, split_bias
-from aoq.tensors.base import ActQuant, QuantizedWeight, check_act
+from aoq.tensors.base import ActQuant, AoqTensor, QuantizedWeight, check_act
 
 CPU_FLOAT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 SYM_OFFSET = 8
@@ -43,10 +48,17 @@ DECODE_MMA_GROUPS = (32, 64, 128, 256)
 group-major copies, whose memory would buy nothing for the others."""
 
 
+def _tileable(n: int, k: int, group_size: int, act: ActQuant) -> bool:
+    """Whether an int4 weight may take the tiled packing: W4A16 (the kernels that read it) in
+    whole tiles."""
+    return act is ActQuant.NONE and tiles_uint4(n, k, group_size)
+
+
 class Int4Tensor(QuantizedWeight):
     tensor_fields = ("qdata", "scale")
     optional_fields = ("zero_point", "act_scale")
     attr_fields = ("act", "config_id", "config_json", "packing")
+    layout_attrs = ("packing",)
     attr_defaults = {"packing": "plain"}
     PACKINGS = ("plain", "tiled")
 
@@ -89,11 +101,38 @@ class Int4Tensor(QuantizedWeight):
         )
 
     @staticmethod
+    def packing_on(
+        device: torch.device, n: int, k: int, group_size: int, act: ActQuant
+    ) -> str | None:
+        """The packing the kernels of ``device`` read for an [N, K] weight: "tiled" on a GPU
+        for W4A16 in whole tiles (the decode kernel's layout), else "plain"; on a device
+        with no kernels of its own (meta) None: a weight there keeps the packing it has."""
+        if device.type == "cuda":
+            return "tiled" if _tileable(n, k, group_size, act) else "plain"
+        return "plain" if device.type == "cpu" else None
+
+    @staticmethod
     def tiles(w: torch.Tensor, group_size: int, act: ActQuant) -> bool:
-        """Whether a weight quantized here should take the tiled packing: W4A16 on a GPU
-        (where the decode kernel reads it), in whole tiles."""
+        """Whether ``w`` quantized where it lies takes the tiled packing (:meth:`packing_on`)."""
         n, k = w.shape
-        return w.is_cuda and act is ActQuant.NONE and tiles_uint4(n, k, group_size)
+        return Int4Tensor.packing_on(w.device, n, k, group_size, act) == "tiled"
+
+    def for_device(self) -> AoqTensor:
+        n, k = self._size
+        packing = self.packing_on(self.qdata.device, n, k, self.group_size, self.act)
+        return self.relayout(packing=packing or self.packing)
+
+    def relayout(self, **layout: Any) -> AoqTensor:
+        """A copy in ``packing`` (scale and zero point shared); self when it has it."""
+        packing = layout.pop("packing", self.packing)
+        if layout:
+            raise TypeError(f"Int4Tensor.relayout takes packing, not {sorted(layout)}")
+        if packing == self.packing:
+            return self
+        self._check_packing(packing)
+        plain = self.plain_qdata()
+        qdata = tile_uint4(plain) if packing == "tiled" else plain
+        return self.replace(qdata=qdata, packing=packing)
 
     def validate(self) -> None:
         n, k = self.shape
@@ -111,19 +150,22 @@ class Int4Tensor(QuantizedWeight):
                 ActQuant.INT8_STATIC,
             ),
         )
-        if self.packing not in self.PACKINGS:
-            raise ValueError(f"Int4Tensor.packing {self.packing!r}: not one of {self.PACKINGS}")
-        if self.packing == "tiled" and not (
-            self.act is ActQuant.NONE and tiles_uint4(n, k, k // groups)
-        ):
-            raise ValueError(
-                f"Int4Tensor: tiled packing is for W4A16 weights in whole 64 x 128 tiles with "
-                f"groups of at most 128, not [{n}, {k}] in groups of {k // groups} ({self.act})"
-            )
+        self._check_packing(self.packing)
         if self.act is ActQuant.NONE:
             self._expect("zero_point", (torch.uint8,), (n, groups))
         elif self.zero_point is not None:
             raise ValueError("Int4Tensor: W4A8 weights are symmetric and take no zero_point")
+
+    def _check_packing(self, packing: str) -> None:
+        n, k = self._size
+        if packing not in self.PACKINGS:
+            raise ValueError(f"Int4Tensor.packing {packing!r}: not one of {self.PACKINGS}")
+        if packing == "tiled" and not _tileable(n, k, self.group_size, self.act):
+            raise ValueError(
+                f"Int4Tensor: tiled packing is for W4A16 weights in whole 64 x 128 tiles with "
+                f"groups of at most 128, not [{n}, {k}] in groups of {self.group_size} "
+                f"({self.act})"
+            )
 
     def build_derived(self) -> dict[str, torch.Tensor]:
         """CUDA: the scales (and the asymmetric weight-only zero points) group-major, [G, N]

@@ -1,5 +1,6 @@
-"""The contract every aoq tensor keeps: flatten round trip, detach/clone/copy_/moves, state_dict,
-torch.compile parity, clear errors for unsupported ops, validation of layouts."""
+"""The contract every aoq tensor keeps: flatten round trip, detach/clone/copy_/moves, its
+device's layout, state_dict, torch.compile parity, clear errors for unsupported ops,
+validation of layouts."""
 
 import pytest
 import torch
@@ -50,6 +51,17 @@ def test_detach_clone_copy_and_dtype_moves(config):
     assert half.weight.dtype == torch.bfloat16 and isinstance(half.weight, QuantizedWeight)
     assert half.weight.scale.dtype == scale_dtype  # scales never change dtype
     assert half(torch.randn(2, 128, dtype=torch.bfloat16)).dtype == torch.bfloat16
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=config_ids(CONFIGS))
+def test_a_tensor_quantized_here_is_in_its_device_layout(config):
+    w = _lin(config).weight
+    assert w.for_device() is w
+    assert w.relayout(**{n: getattr(w, n) for n in w.layout_attrs}) is w
+    assert set(w.layout_attrs) <= set(w.attr_fields)
+    if not w.layout_attrs:
+        with pytest.raises(NotImplementedError, match=f"{type(w).__name__} has no layout"):
+            w.relayout(packing="tiled")
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=config_ids(CONFIGS))
