@@ -9,12 +9,13 @@ to 1e-2 where the split did. Prints µs and the speedup over bf16 per case, besi
 plain read of the weight's bytes takes (``read``: a grid-strided int32 sum, the floor of any
 kernel that reads them once), and writes every row to ``--out``. ``--extra`` adds variants
 (JSON, per format; beside TILE's keys, int4 takes ``ZW``: the zero points as 32-bit words,
-and ``TILED``: the codes in tile order), ``--no-defaults`` drops the ones
-below. ``w4a8gemv`` times W4A8's M = 1 path instead (at M = 1 only): the activation kernel
-then w4a8_gemv, keys GEMV_TILE's, ``SGM`` (the scales group-major), ``XQ`` (x quantized
-in the GEMV, one launch) and ``PDL`` (the GEMV launched with programmatic dependent launch
-while the activation kernel runs). A tuning aid for
-decode_mma.TILE and w4a8_gemv.GEMV_TILE, not the benchmark of record (that is ``make bench``).
+and ``TILED``: the codes in tile order), ``--no-defaults`` drops the ones below.
+``w4a8gemv`` times W4A8's decode as the bench's graphs run it: the activation kernel, then
+w4a8_gemv (M = 1) or int_act_mm's decode (M > 1); keys GEMV_TILE's (M = 1), ``SGM`` (the
+scales group-major), ``XQ`` (x quantized in the GEMV: one launch) and ``PDL`` (the decode
+kernel launched with programmatic dependent launch while the activation kernel runs). A
+tuning aid for decode_mma.TILE and w4a8_gemv.GEMV_TILE, not the benchmark of record (that
+is ``make bench``).
 
 Why 8 rows (bench/NOTES.md, session 18): at M <= 8 the 16-row padding doubles the MMAs, x's
 loads and x's and the accumulators' registers. Compiled for sm90, int4's loop drops from 393
@@ -115,18 +116,24 @@ def _case(fmt: str, n: int, k: int, copies: int) -> tuple[Any, list[tuple], int]
 
 
 def _gemv_runner(x: torch.Tensor, t: tuple, tile: dict) -> Any:
-    """W4A8 at M = 1 as the bench's graphs run it: the activation kernel, then the GEMV."""
+    """W4A8 decode as the bench's graphs run it: the activation kernel, then the GEMV (M = 1)
+    or int_act_mm's decode (decode_mma on group-major scales)."""
     from aoq.kernels import act_quant
+    from aoq.kernels.int_act_mm import int_act_mm_triton
     from aoq.kernels.w4a8_gemv import w4a8_gemv
 
     tile = dict(tile)
     xq_in, pdl = tile.pop("XQ", False), tile.pop("PDL", False)
-    s = t[1].t().contiguous().t() if tile.pop("SGM", False) else t[1]
+    m = x.shape[0]
+    s = t[1].t().contiguous().t() if tile.pop("SGM", False) or m > 1 else t[1]
     y = torch.empty(1, t[0].shape[0], dtype=x.dtype, device=x.device)
     flags = dict(GROUP_SIZE=32, ASYM=False, STATIC=False, HAS_BIAS=False, HAS_BIAS_INT=False)
     xs1 = torch.empty(1, dtype=torch.float32, device=x.device)
 
     def call() -> torch.Tensor:
+        if m > 1:
+            xq, xs, _ = act_quant.quantize_int8_act_triton(x, 0, None, pdl)
+            return int_act_mm_triton(xq, xs, None, t[0], s, None, None, x.dtype, 0, None, pdl)
         xq, xs = (x, xs1) if xq_in else act_quant.quantize_int8_act_triton(x, 0, None, pdl)[:2]
         w4a8_gemv((xq, xs, xs, t[0], s, s, s, s), y, x.shape[1], 32, flags, None, xq_in,
                   pdl and not xq_in, tile)  # fmt: skip
@@ -176,8 +183,6 @@ def main() -> None:
     for (k, n), m, fmt in itertools.product(
         SHAPES, [int(v) for v in args.ms.split(",")], args.formats.split(",")
     ):
-        if fmt == "w4a8gemv" and m != 1:
-            continue
         copies = 8
         wf, ws, groups = _case(fmt, n, k, copies)
         xs = [torch.randn(m, k, dtype=torch.bfloat16, device="cuda") for _ in range(copies)]
