@@ -154,6 +154,14 @@ def _tuned(strategy: Strategy, device: torch.device, group_size: int):
     return _TUNED[key]
 
 
+PDL_ROWS = 2
+"""W4A8 decode takes programmatic dependent launch (``pdl``) up to this many activation rows.
+H100, graph replays of the activation kernel and the decode kernel, 8192^2 / 4096 x 14336 /
+14336 x 4096 (``python -m bench.decode_rows --formats w4a8gemv``, session 21): M 1 22.7 /
+20.6 / 22.4 -> 22.0 / 19.8 / 21.6 us, M 2 26.6 / 23.4 / 25.5 -> 25.9 / 22.7 / 24.9; M 8 and
+16 were as fast or up to 0.9 us slower (28.4 -> 28.6, 30.2 -> 30.8 at 8192^2)."""
+
+
 def int_act_mm_triton(
     xq: torch.Tensor,
     x_scale: torch.Tensor,

@@ -229,8 +229,8 @@ def _int_act(strategy: int) -> Callable[..., torch.Tensor]:
         fb, ib = split_bias(bias, static)
         quantize, mm = _k.act_quant.quantize_int8_act_triton, ia.int_act_mm_triton
         # W4A8's decode kernel starts while the activation kernel runs (programmatic
-        # dependent launch; eager and CUDA graphs, not traced: bench/NOTES.md, session 21)
-        w4 = strategy == 0 and isinstance(w, Int4Tensor)
+        # dependent launch at M <= PDL_ROWS; eager and CUDA graphs, not traced)
+        w4 = strategy == 0 and isinstance(w, Int4Tensor) and x.shape[0] <= ia.PDL_ROWS
         if w4 and not _traced(x, w.qdata) and _k._common.pdl(x.device):
             quantize = functools.partial(quantize, trigger=True)
             mm = functools.partial(mm, pdl=True)
