@@ -15,7 +15,8 @@ w4a8_gemv (M = 1) or int_act_mm's decode (M > 1); keys GEMV_TILE's (M = 1), ``SG
 scales group-major), ``XQ`` (x quantized in the GEMV: one launch) and ``PDL`` (the decode
 kernel launched with programmatic dependent launch while the activation kernel runs). A
 tuning aid for decode_mma.TILE and w4a8_gemv.GEMV_TILE, not the benchmark of record (that
-is ``make bench``).
+is ``make bench``). ``w8a8act`` and ``fp8act`` (per-row) time W8A8's and fp8's decode the same
+way, with ``PDL`` their one key.
 
 Why 8 rows (bench/NOTES.md, session 18): at M <= 8 the 16-row padding doubles the MMAs, x's
 loads and x's and the accumulators' registers. Compiled for sm90, int4's loop drops from 393
@@ -46,6 +47,8 @@ VARIANTS: dict[str, list[dict[str, Any]]] = {
     "mxfp4": [{"ROWS": 16}, {"ROWS": 8, "per_sm": 12}],
     "mxfp8": [{"ROWS": 16}, {"ROWS": 8}],
     "w4a8gemv": [{"PDL": True}, {"XQ": True}, {"SGM": True}],
+    "w8a8act": [{"PDL": True}],
+    "fp8act": [{"PDL": True}],
 }
 """Per format: tile overrides beside the TILE itself (which pads x to 8 rows at M <= 8 for
 every format but MX fp8; per_sm: programs an SM the split aims for)."""
@@ -105,6 +108,13 @@ def _case(fmt: str, n: int, k: int, copies: int) -> tuple[Any, list[tuple], int]
         return (W.MX_FP4 if fmt == "mxfp4" else W.MX_FP8), _mx(elem, n, k, copies), k // 32
     if fmt == "w4a8gemv":  # the GEMV reads row-major scales (SGM: a group-major copy)
         return W.INT4_SYM, weights("w4a8", n, k, copies), k // 32
+    if fmt in ("w8a8act", "fp8act"):  # per-channel scales [N, 1]
+        ws = weights(fmt[:-3].replace("w8a8", "int8"), n, k, copies)
+        return (
+            (W.INT8 if fmt == "w8a8act" else W.FP8),
+            [(q, s.reshape(-1, 1), z) for q, s, z in ws],
+            1,
+        )
     ws = weights(fmt, n, k, copies)
     if fmt in ("int4", "w4a8"):  # the group-major scales (and zero points) of CUDA weights
         ws = [
@@ -142,9 +152,30 @@ def _gemv_runner(x: torch.Tensor, t: tuple, tile: dict) -> Any:
     return call
 
 
+def _act_runner(fmt: str, x: torch.Tensor, t: tuple, tile: dict) -> Any:
+    """W8A8 / fp8 row decode as the bench's graphs run them: the activation kernel, then the
+    decode kernel (``PDL``: with programmatic dependent launch)."""
+    from aoq.kernels import act_quant
+    from aoq.kernels.fp8_mm import fp8_mm_triton
+    from aoq.kernels.int_act_mm import int_act_mm_triton
+
+    pdl = tile.get("PDL", False)
+
+    def call() -> torch.Tensor:
+        if fmt == "w8a8act":
+            xq, xs, _ = act_quant.quantize_int8_act_triton(x, 0, None, pdl)
+            return int_act_mm_triton(xq, xs, None, t[0], t[1], None, None, x.dtype, 0, None, pdl)
+        xq, xs = act_quant.quantize_fp8_act_triton(x, True, t[0].dtype, pdl)
+        return fp8_mm_triton(xq, xs, t[0], t[1], None, x.dtype, 0, None, pdl)
+
+    return call
+
+
 def _runner(wf: Any, groups: int, x: torch.Tensor, t: tuple, tile: dict, fmt: str = "") -> Any:
     if fmt == "w4a8gemv":
         return _gemv_runner(x, t, tile)
+    if fmt in ("w8a8act", "fp8act"):
+        return _act_runner(fmt, x, t, tile)
     from aoq.kernels import act_quant, decode_mma
     from aoq.kernels._common import WeightFormat as W
 

@@ -273,9 +273,10 @@ def quantize_int8_act_triton(
 
 
 def quantize_fp8_act_triton(
-    x: torch.Tensor, per_row: bool, fp8_dtype: torch.dtype
+    x: torch.Tensor, per_row: bool, fp8_dtype: torch.dtype, trigger: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Triton launcher of ``aoq::quantize_fp8_act``: (q [M, K] fp8, scale [M, 1] or [1])."""
+    """Triton launcher of ``aoq::quantize_fp8_act``: (q [M, K] fp8, scale [M, 1] or [1]).
+    ``trigger``: as quantize_int8_act_triton's (on the codes' launch, the last)."""
     check_2d("x", x, FLOAT_DTYPES)
     backend_of(x.device)
     fmax = float8.fp8_max(fp8_dtype)
@@ -289,7 +290,7 @@ def quantize_fp8_act_triton(
             launch(_act_quant_kernel, grid,
                 x, q, scale, scale, scale, m, k, x.stride(0), q.stride(0),
                 MODE=int(ActMode.FP8), GIVEN=False, QMAX=fmax,
-                BLOCK_M=bm, BLOCK_K=bk, ONE_TILE=k <= bk, num_warps=warps,
+                BLOCK_M=bm, BLOCK_K=bk, ONE_TILE=k <= bk, num_warps=warps, TRIGGER=trigger,
             )  # fmt: skip
         elif m:
             scale.fill_(TINY)
@@ -312,6 +313,7 @@ def quantize_fp8_act_triton(
         x, q, scale, scale, scale, m, k, x.stride(0), q.stride(0),
         MODE=int(ActMode.FP8), GIVEN=True, QMAX=fmax,
         BLOCK_M=bm, BLOCK_K=bk, ONE_TILE=k <= bk, REVERSE=True, num_warps=warps,
+        TRIGGER=trigger,
     )  # fmt: skip
     return q.to(fp8_dtype), scale
 

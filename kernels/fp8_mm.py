@@ -32,6 +32,7 @@ from aoq.kernels._common import (
 from aoq.kernels._launch import launch
 from aoq.kernels.act_one_row import one_row_scale, quantize_one_row
 from aoq.kernels.configs import autotune, decode_tile, mm_configs
+from triton.language.extra.cuda import gdc_wait
 
 from aoq.formats import float8
 from aoq.formats import linear as ref
@@ -48,14 +49,15 @@ def _fp8_mm_kernel(
     X_ROW: tl.constexpr, W_ROW: tl.constexpr, HAS_BIAS: tl.constexpr, WIDEN: tl.constexpr,
     SPLIT_K: tl.constexpr, TAIL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr, XQ: tl.constexpr = 0, QMAX: tl.constexpr = 1.0,
-    E4M3_SHIFT: tl.constexpr = 0, E4M3_MIN_NORMAL: tl.constexpr = 0,
+    E4M3_SHIFT: tl.constexpr = 0, E4M3_MIN_NORMAL: tl.constexpr = 0, PDL: tl.constexpr = False,
 ):  # fmt: skip
     """Program (n, m, s) covers K range s (K_SPLIT long; the whole of K when SPLIT_K == 1).
     With SPLIT_K > 1 it stores its float32 partial, and the column tile's last program
     (TAIL, splitk.finish) or splitk.reduce_partials sums the partials in order, scales and
     adds the bias. XQ (M = 1): x is the float activation row, quantized here (1: per row,
     2: per tensor; QMAX the float8 maximum) with the scale written to xs_ptr, bit for bit
-    quantize_fp8_act_triton's codes and scale."""
+    quantize_fp8_act_triton's codes and scale. PDL: launched with programmatic dependent
+    launch after the kernel that wrote x and xs, which it waits for before reading anything."""
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(1)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -65,6 +67,8 @@ def _fp8_mm_kernel(
     x_rows = x_ptr + offs_m.to(tl.int64)[:, None] * stride_xm
     w_cols = w_ptr + offs_n.to(tl.int64)[None, :] * stride_wn
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    if PDL:
+        gdc_wait()
     if XQ:
         xs, xz = one_row_scale(x_ptr, xs_ptr, xs_ptr, K, 3, False, XQ == 2, QMAX, 2048)
     k_lo = 0
@@ -152,10 +156,12 @@ def fp8_mm_triton(
     out_dtype: torch.dtype,
     strategy: int,
     split: int | None = None,
+    pdl: bool = False,
 ) -> torch.Tensor:
     """Triton launcher of ``aoq::fp8_mm``. x_scale [M, 1] (per row) or [1] (per tensor);
     w_scale [N, 1] or [1]. Decode (M <= 16) runs a tile chosen by rule with K split across
-    programs (splitk.py; ``split`` forces it, for tests); prefill is autotuned."""
+    programs (splitk.py; ``split`` forces it, for tests); prefill is autotuned. ``pdl``: the
+    decode kernel launches with programmatic dependent launch (as int_act_mm_triton's)."""
     _check(xq, wq, out_dtype)
     backend_of(xq.device)  # (raises for a device no backend serves)
     m, k = xq.shape
@@ -168,7 +174,7 @@ def fp8_mm_triton(
     flags = dict(X_ROW=xs.dim() == 2, W_ROW=ws.dim() == 2, HAS_BIAS=bias is not None, WIDEN=widen)
     b = bias if bias is not None else ws
     if Strategy(strategy) is Strategy.DECODE and m <= 16:
-        _decode(xq, xs, wq, ws, bias, y, flags, split, 0)
+        _decode(xq, xs, wq, ws, bias, y, flags, split, 0, pdl)
         return y.to(out_dtype)
 
     def grid(meta: dict) -> tuple[int, int]:
@@ -191,9 +197,11 @@ def _decode(
     flags: dict,
     split: int | None,
     xq_mode: int,
+    pdl: bool = False,
 ) -> None:
     """The decode launch: a tile by rule, K split across programs (``xq_mode``: the
-    kernel's XQ, x then being the float row it quantizes into ``xs``)."""
+    kernel's XQ, x then being the float row it quantizes into ``xs``; ``pdl``: programmatic
+    dependent launch)."""
     backend = backend_of(x.device)
     m, k = x.shape
     n = wq.shape[0]
@@ -213,6 +221,7 @@ def _decode(
         QMAX=float8.fp8_max(wq.dtype) if xq_mode else 1.0,
         E4M3_SHIFT=_E4M3["SHIFT"] if INTERPRET and xq_mode else 0,
         E4M3_MIN_NORMAL=_E4M3["MIN_NORMAL_BITS"] if INTERPRET and xq_mode else 0, **flags, **cfg,
+        PDL=pdl, launch_pdl=pdl,
     )  # fmt: skip
     p.finish(y, **epi)
 

@@ -39,6 +39,7 @@ from aoq.kernels._launch import launch
 from aoq.kernels.act_one_row import one_row_scale, quantize_one_row
 from aoq.kernels.configs import autotune, decode_tile, fit_group, mm_configs
 from aoq.kernels.w4a8_gemv import w4a8_gemv
+from triton.language.extra.cuda import gdc_wait
 
 from aoq.formats import linear as ref
 from aoq.formats.packing import unpack_uint4
@@ -63,13 +64,15 @@ def _int_act_mm_kernel(
     ASYM: tl.constexpr, STATIC: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_BIAS_INT: tl.constexpr,
     UPCAST: tl.constexpr, PRECISION: tl.constexpr, SPLIT_K: tl.constexpr, TAIL: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, XQ: tl.constexpr = False,
+    PDL: tl.constexpr = False,
 ):  # fmt: skip
     """Program (n, m, s) covers K range s (splitk.py; K_SPLIT = K when SPLIT_K == 1). With
     SPLIT_K > 1 it stores its partial (int32 per-channel accumulators, float32 group sums)
     and the column tile's last program (TAIL, splitk.finish) or splitk.reduce_partials adds
     the bias, scales and casts. XQ (M = 1): xq_ptr is the float activation row, quantized
     here (one_row_scale: the scale to xs_ptr unless STATIC), the codes of
-    quantize_int8_act_triton."""
+    quantize_int8_act_triton. PDL: launched with programmatic dependent launch after the
+    kernel that wrote x (and xs, xz), which it waits for before reading anything."""
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(1)
     pid_k = tl.program_id(2)
@@ -80,6 +83,8 @@ def _int_act_mm_kernel(
     nmask = offs_n < N
     x_rows = xq_ptr + offs_m.to(tl.int64)[:, None] * stride_xm
     w_rows = w_ptr + offs_n.to(tl.int64)[:, None] * stride_wn
+    if PDL:
+        gdc_wait()
     if XQ:
         s1, z1 = one_row_scale(xq_ptr, xs_ptr, xs_ptr, K, MODE, STATIC, False, 127.0, 2048)
         xz = tl.zeros((BLOCK_M,), tl.int32) + z1.to(tl.int32)
@@ -155,7 +160,7 @@ def _tuned(strategy: Strategy, device: torch.device, group_size: int):
 
 
 PDL_ROWS = 2
-"""W4A8 decode takes programmatic dependent launch (``pdl``) up to this many activation rows.
+"""W8A8 and W4A8 decode take programmatic dependent launch (``pdl``) up to this many rows.
 H100, graph replays of the activation kernel and the decode kernel, 8192^2 / 4096 x 14336 /
 14336 x 4096 (``python -m bench.decode_rows --formats w4a8gemv``, session 21): M 1 22.7 /
 20.6 / 22.4 -> 22.0 / 19.8 / 21.6 us, M 2 26.6 / 23.4 / 25.5 -> 25.9 / 22.7 / 24.9; M 8 and
@@ -179,11 +184,10 @@ def int_act_mm_triton(
     x_zero int32 [M] or None; wq int8 [N, K] or packed int4 uint8 [N, K // 2]; w_scale
     float32 [N, G] (row-major; or group-major, strides (1, N), which decode_mma reads as
     it is at 2 <= M <= 16 and the other kernels copy); bias float [N]; bias_int int32 [N]
-    (static only). ``split``: force the decode split-K (tests). ``pdl``: the kernel that
-    wrote xq, x_scale and x_zero is the one launched just before on this stream, and it
-    let the next start early (act_quant's ``trigger``): W4A8's decode kernels then launch
-    with programmatic dependent launch and wait for it before reading x (the caller checked
-    _common.pdl)."""
+    (static only). ``split``: force the decode split-K (tests). ``pdl``: the decode kernel
+    (M <= 16) launches with programmatic dependent launch, so it may start while the kernel
+    before it (the activation kernel, with act_quant's ``trigger``) runs, and waits for it
+    before reading x (the caller checked _common.pdl)."""
     check_2d("xq", xq, (torch.int8,))
     return _int_act(xq, x_scale, x_zero, wq, w_scale, bias, bias_int, out_dtype, strategy, split,
                     x_zero is not None, False, pdl)  # fmt: skip
@@ -303,7 +307,8 @@ def _int_act(
         launch(_int_act_mm_kernel, (n_prog, 1, p.split),
             *args, y, p.partials, p.counter_arg(), m, n, k, groups, p.k_split, xq.stride(0),
             wq.stride(0), y.stride(0), m_bucket(m), SPLIT_K=p.split,
-            TAIL=p.tail(splitk.epilogue_bits(**epi)), **flags, **fused, **cfg,
+            TAIL=p.tail(splitk.epilogue_bits(**epi)), **flags, **fused, **cfg, PDL=pdl,
+            launch_pdl=pdl,
         )  # fmt: skip
         p.finish(y, **epi)
         return y.to(out_dtype)

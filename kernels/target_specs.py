@@ -40,6 +40,11 @@ PDL_TARGETS = ("sm90", "sm100")
 """Where W4A8's decode kernels take programmatic dependent launch (kernels/_common.pdl)."""
 
 
+def _pdl(spec: Spec) -> Spec:
+    """``spec`` launched with programmatic dependent launch (PDL_TARGETS only)."""
+    return replace(spec, name=f"{spec.name}_pdl", constexprs={**spec.constexprs, "PDL": True})
+
+
 def _one_row(spec: Spec, x_arg: str, **constexprs: Any) -> Spec:
     """``spec`` quantizing its own bf16 activation row (act_one_row.one_row_scale: M = 1)."""
     return replace(spec, signature={**spec.signature, x_arg: "*bf16"},
@@ -430,10 +435,13 @@ def specs(target: str) -> list[Spec]:
         ),  # fmt: skip
         _int_act("w8a8.prefill", False, 0, 128, 128, 128, warps=8),
         _int_act("w4a8.decode", True, 32, 16, 64, 32),
-        _one_row(_int_act("w8a8.decode_one_row", False, 0, 16, 64, 128), "xq_ptr", XQ=True),
+        w8a8_decode := _int_act("w8a8.decode", False, 0, 16, 64, 128),
+        _one_row(replace(w8a8_decode, name="w8a8.decode_one_row"), "xq_ptr", XQ=True),
         *_splitk_specs(target),
         Spec("fp8.prefill", "fp8_mm", "_fp8_mm_kernel", fp8_sig, fp8_ce, warps=8, fp8=True),
-        Spec("fp8.decode", "fp8_mm", "_fp8_mm_kernel", fp8_sig, fp8_decode, fp8=True),
+        fp8_dec := Spec("fp8.decode", "fp8_mm", "_fp8_mm_kernel", fp8_sig, fp8_decode, fp8=True),
+        # programmatic dependent launch after the activation kernel (sm90 and later)
+        *([_pdl(w8a8_decode), _pdl(fp8_dec)] if target in PDL_TARGETS else []),  # fmt: skip
         _one_row(
             Spec("fp8.decode_one_row", "fp8_mm", "_fp8_mm_kernel", fp8_sig, fp8_decode, fp8=True),
             "x_ptr",

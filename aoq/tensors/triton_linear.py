@@ -214,6 +214,13 @@ def _int_act_check(x: torch.Tensor, w: Any, bias: Any) -> str | None:
     return None
 
 
+def _pdl(strategy: int, x: torch.Tensor, w: Any) -> bool:
+    """The decode kernel starts while the activation kernel runs (programmatic dependent
+    launch, sm90+: at M <= int_act_mm.PDL_ROWS; eager and CUDA graphs, not traced)."""
+    rows = strategy == 0 and x.shape[0] <= _k.int_act_mm.PDL_ROWS
+    return rows and not _traced(x, w.qdata) and _k._common.pdl(x.device)
+
+
 def _int_act(strategy: int) -> Callable[..., torch.Tensor]:
     def fn(x: torch.Tensor, w: Any, bias: Any) -> torch.Tensor:
         static = w.act is ActQuant.INT8_STATIC
@@ -228,10 +235,7 @@ def _int_act(strategy: int) -> Callable[..., torch.Tensor]:
                                              x.dtype)  # fmt: skip
         fb, ib = split_bias(bias, static)
         quantize, mm = _k.act_quant.quantize_int8_act_triton, ia.int_act_mm_triton
-        # W4A8's decode kernel starts while the activation kernel runs (programmatic
-        # dependent launch at M <= PDL_ROWS; eager and CUDA graphs, not traced)
-        w4 = strategy == 0 and isinstance(w, Int4Tensor) and x.shape[0] <= ia.PDL_ROWS
-        if w4 and not _traced(x, w.qdata) and _k._common.pdl(x.device):
+        if _pdl(strategy, x, w):
             quantize = functools.partial(quantize, trigger=True)
             mm = functools.partial(mm, pdl=True)
         xq, xs, xz = _call("quantize_int8_act", quantize, x, mode, w.act_scale)
@@ -286,11 +290,14 @@ for _blas in ("cublas", "hipblaslt"):
 # --- float8 x float8 --------------------------------------------------------------------------
 
 
-def _fp8_quantize(x: torch.Tensor, w: Float8Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def _fp8_quantize(
+    x: torch.Tensor, w: Float8Tensor, trigger: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
     per_row = w.act is ActQuant.FP8_ROW
-    return _call(
-        "quantize_fp8_act", _k.act_quant.quantize_fp8_act_triton, x, per_row, w.qdata.dtype
-    )
+    quantize = _k.act_quant.quantize_fp8_act_triton
+    if trigger:
+        quantize = functools.partial(quantize, trigger=True)
+    return _call("quantize_fp8_act", quantize, x, per_row, w.qdata.dtype)
 
 
 def _fp8_check(x: torch.Tensor, w: Float8Tensor, bias: Any) -> str | None:
@@ -314,10 +321,12 @@ def _fp8_triton(strategy: int) -> Callable[..., torch.Tensor]:
             # the same bits)
             per_row = w.act is ActQuant.FP8_ROW
             return _k.fp8_mm.fp8_linear_one_row(x, per_row, w.qdata, w.scale, fb, x.dtype)
-        xq, xs = _fp8_quantize(x, w)
-        return _call(
-            "fp8_mm", _k.fp8_mm.fp8_mm_triton, xq, xs, w.qdata, w.scale, fb, x.dtype, strategy
-        )
+        pdl = _pdl(strategy, x, w)
+        xq, xs = _fp8_quantize(x, w, pdl)
+        mm = _k.fp8_mm.fp8_mm_triton
+        if pdl:
+            mm = functools.partial(mm, pdl=True)
+        return _call("fp8_mm", mm, xq, xs, w.qdata, w.scale, fb, x.dtype, strategy)
 
     return fn
 

@@ -129,26 +129,39 @@ def test_w4a8_decode_integer_paths(mode, split):
             assert bit_equal(got, ia.int_act_mm_triton(odd, *args[1:]))
 
 
-@pytest.mark.parametrize("mode", [0, 1], ids=["sym", "asym"])
-@pytest.mark.parametrize("m", [1, 5])
-def test_w4a8_programmatic_dependent_launch(mode, m):
-    """W4A8 decode with the activation kernel triggering and the decode kernel (GEMV at
-    M = 1, decode_mma above) launched with programmatic dependent launch: the bits of the
-    plain launches, eagerly and replayed from a CUDA graph, the inputs rewritten between
-    replays (a kernel that read x before the activation kernel finished would see the old
-    codes)."""
-    from aoq.kernels._common import pdl
+PDL_CASES = ["w4a8", "w4a8-asym", "w8a8", "w8a8-asym", "fp8-row", "fp8-tensor"]
 
+
+@pytest.mark.parametrize("case", PDL_CASES)
+@pytest.mark.parametrize("m", [1, 5])
+def test_programmatic_dependent_launch(case, m):
+    """Decode with the activation kernel triggering and the decode kernel (W4A8's GEMV at
+    M = 1 and decode_mma above, W8A8's and fp8's split-K kernels) launched with programmatic
+    dependent launch: the bits of the plain launches, eagerly and replayed from a CUDA graph,
+    the inputs rewritten between replays (a kernel that read x before the activation kernel
+    finished would see the old values)."""
+    from aoq.kernels._common import pdl
+    from aoq.kernels.fp8_mm import fp8_mm_triton
+
+    from aoq.formats import float8
     from aoq.formats.packing import pack_uint4
 
     if not pdl(torch.device("cuda")):
         pytest.skip("programmatic dependent launch needs sm90 or later")
     w = torch.randn(256, 4096, device="cuda")
-    q4, s4 = affine.quantize_int4_symmetric(w, 32)
-    wq, gm = pack_uint4(q4 + 8), s4.t().contiguous().t()
-    scale = s4 if m == 1 else gm
+    mode = 1 if case.endswith("asym") else 0
+    if case.startswith("w4a8"):
+        q4, s4 = affine.quantize_int4_symmetric(w, 32)
+        wq, scale = pack_uint4(q4 + 8), s4 if m == 1 else s4.t().contiguous().t()
+    elif case.startswith("w8a8"):
+        wq, scale = affine.quantize_int8_symmetric(w, None)
+    else:
+        wq, scale = float8.quantize_fp8(w, float8.Granularity.ROW)
 
     def linear(x, on):
+        if case.startswith("fp8"):
+            xq, xs = aq.quantize_fp8_act_triton(x, case == "fp8-row", wq.dtype, on)
+            return fp8_mm_triton(xq, xs, wq, scale, None, torch.bfloat16, 0, None, on)
         xq, xs, xz = aq.quantize_int8_act_triton(x, mode, None, on)
         zero = xz if mode == 1 else None
         return ia.int_act_mm_triton(xq, xs, zero, wq, scale, None, None, torch.bfloat16, 0,
