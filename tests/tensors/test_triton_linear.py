@@ -59,3 +59,47 @@ def test_group_major_w4a8_scales_only_where_decode_mma_reads_them():
     wo = Int4Tensor.from_float(torch.randn(64, 256), 32, ActQuant.NONE, "int4wo", "{}")
     wo._derived = {"scale_gm": wo.scale.t().contiguous(), "zero_gm": wo.zero_point.t().contiguous()}
     assert tlin._w4a8_decode_scale(xq, wo, None) is wo.scale
+
+
+def test_programmatic_dependent_launch_only_at_decode_with_few_rows(monkeypatch):
+    """The activation kernel triggers and the decode kernel launches with PDL only where the
+    GPU has it, at decode, for M <= PDL_ROWS; the W8A8 / W4A8 and fp8 paths pass both flags
+    together or neither."""
+    from aoq.kernels import _common, act_quant, fp8_mm, int_act_mm
+
+    from aoq.tensors.base import ActQuant
+
+    seen: list[tuple[str, bool]] = []
+
+    def quantize_int8(x, mode, act_scale, trigger=False):
+        seen.append(("trigger", trigger))
+        m = x.shape[0]
+        return torch.zeros_like(x, dtype=torch.int8), torch.ones(m), torch.zeros(m)
+
+    def quantize_fp8(x, per_row, dtype, trigger=False):
+        seen.append(("trigger", trigger))
+        return x, torch.ones(x.shape[0], 1)
+
+    def mm(*args, pdl=False, **kw):
+        seen.append(("pdl", pdl))
+        return torch.zeros(args[0].shape[0], 8)
+
+    monkeypatch.setattr(act_quant, "quantize_int8_act_triton", quantize_int8)
+    monkeypatch.setattr(act_quant, "quantize_fp8_act_triton", quantize_fp8)
+    monkeypatch.setattr(int_act_mm, "int_act_mm_triton", mm)
+    monkeypatch.setattr(fp8_mm, "fp8_mm_triton", mm)
+    monkeypatch.setattr(tlin, "_one_row_pays", lambda x, w: False)
+    monkeypatch.setattr(tlin, "_w4a8_decode_scale", lambda xq, w, ib: w.scale)
+    w8 = types.SimpleNamespace(qdata=torch.empty(8, 16, dtype=torch.int8), scale=torch.ones(8, 1),
+                               act=ActQuant.INT8_DYNAMIC, act_scale=None)  # fmt: skip
+    f8 = types.SimpleNamespace(qdata=torch.empty(8, 16), scale=torch.ones(8, 1),
+                               act=ActQuant.FP8_ROW)  # fmt: skip
+    cases = ((tlin._int_act, w8), (tlin._fp8_triton, f8))
+    for gpu_has_it in (True, False):
+        monkeypatch.setattr(_common, "pdl", lambda device, on=gpu_has_it: on)
+        for make, w in cases:
+            for strategy, m in ((0, 1), (0, int_act_mm.PDL_ROWS), (0, 3), (1, 1)):
+                seen.clear()
+                make(strategy)(torch.randn(m, 16), w, None)
+                want = gpu_has_it and strategy == 0 and m <= int_act_mm.PDL_ROWS
+                assert seen == [("trigger", want), ("pdl", want)], (make, strategy, m)
