@@ -160,11 +160,13 @@ def _tuned(strategy: Strategy, device: torch.device, group_size: int):
 
 
 PDL_ROWS = 2
-"""W8A8 and W4A8 decode take programmatic dependent launch (``pdl``) up to this many rows.
-H100, graph replays of the activation kernel and the decode kernel, 8192^2 / 4096 x 14336 /
-14336 x 4096 (``python -m bench.decode_rows --formats w4a8gemv``, session 21): M 1 22.7 /
-20.6 / 22.4 -> 22.0 / 19.8 / 21.6 us, M 2 26.6 / 23.4 / 25.5 -> 25.9 / 22.7 / 24.9; M 8 and
-16 were as fast or up to 0.9 us slower (28.4 -> 28.6, 30.2 -> 30.8 at 8192^2)."""
+"""W8A8, W4A8 and fp8 decode take programmatic dependent launch (``pdl``) up to this many
+rows. H100, graph replays of the activation kernel and the decode kernel, 8192^2 / 4096 x
+14336 / 14336 x 4096 (``python -m bench.decode_rows --formats w4a8gemv,w8a8act,fp8act``,
+session 21), plain -> PDL: W4A8 M 1 22.7 / 20.6 / 22.4 -> 22.0 / 19.8 / 21.6 us, M 2 26.6 /
+23.4 / 25.5 -> 25.9 / 22.7 / 24.9; W8A8 M 1 30.8 / 27.6 / 29.0 -> 29.9 / 27.0 / 28.1; fp8 row
+M 1 30.6 / 27.9 / 28.1 -> 29.8 / 27.2 / 27.8. At M 8 and 16 it was within +-0.9 us either way
+(W4A8 30.2 -> 30.8 at 8192^2, M 16)."""
 
 
 def int_act_mm_triton(
