@@ -118,7 +118,7 @@ def _act_quant_kernel(
     second pass: the amax pass read them last, so part of them is still in L2). QDQ: the
     codes' values in q's dtype instead of the codes. TRIGGER (sm90 and later): let a kernel
     launched after this one with programmatic dependent launch start now (it waits for this
-    one's results with griddepcontrol.wait: _common.pdl_wait)."""
+    one's results with griddepcontrol.wait; _common.pdl says which GPUs have it)."""
     if TRIGGER:
         gdc_launch_dependents()
     pid = tl.program_id(0)

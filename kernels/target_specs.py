@@ -37,15 +37,16 @@ def split_tail(fused: bool = True) -> int:
 
 
 PDL_TARGETS = ("sm90", "sm100")
-"""Where W4A8's decode kernels take programmatic dependent launch (kernels/_common.pdl)."""
+"""Where the W4A8, W8A8 and fp8 decode kernels take programmatic dependent launch
+(kernels/_common.pdl)."""
 
 
-def _pdl(spec: Spec) -> Spec:
+def pdl_variant(spec: Spec) -> Spec:
     """``spec`` launched with programmatic dependent launch (PDL_TARGETS only)."""
     return replace(spec, name=f"{spec.name}_pdl", constexprs={**spec.constexprs, "PDL": True})
 
 
-def _one_row(spec: Spec, x_arg: str, **constexprs: Any) -> Spec:
+def one_row_variant(spec: Spec, x_arg: str, **constexprs: Any) -> Spec:
     """``spec`` quantizing its own bf16 activation row (act_one_row.one_row_scale: M = 1)."""
     return replace(spec, signature={**spec.signature, x_arg: "*bf16"},
                    constexprs={**spec.constexprs, **constexprs})  # fmt: skip
@@ -190,96 +191,9 @@ def _decode_mma(
                 fp8=wfmt == 2)  # fmt: skip
 
 
-def _splitk_specs(target: str) -> list[Spec]:
-    """The GEMVs (no matrix instructions) and the split-K reduction. The W4A8 GEMV's integer
-    dot products are NVIDIA PTX (``dp4a``); AMD compiles its float path."""
-    gemv_sig = {
-        "xq_ptr": "*i8",
-        "xs_ptr": "*fp32",
-        "xz_ptr": "*i32",
-        "w_ptr": "*u8",
-        "s_ptr": "*fp32",
-        "b_ptr": "*bf16",
-        "bq_ptr": "*i32",
-        "gstar_ptr": "*i32",
-        "y_ptr": "*bf16",
-        "p_ptr": "*fp32",
-        "c_ptr": "*i32",
-        "N": "i32",
-        "K": "i32",
-        "stride_sn": "i32",
-        "stride_sg": "i32",
-        "K_SPLIT": "i32",
-    }
-    gemv_ce = dict(
-        GROUP_SIZE=32, GROUPS=8, ASYM=False, STATIC=False, HAS_BIAS=True, HAS_BIAS_INT=False,
-        SPLIT_K=4, TAIL=split_tail(), BLOCK_N=64, ASM=target.startswith("sm"), PDL=False,
-    )  # fmt: skip
-    red_sig = {
-        "part_ptr": "*fp32",
-        "bi_ptr": "*i32",
-        "cs_ptr": "*fp32",
-        "rs_ptr": "*fp32",
-        "b_ptr": "*bf16",
-        "y_ptr": "*bf16",
-        "M": "i32",
-        "N": "i32",
-        "stride_ym": "i32",
-    }
-    red_ce = dict(SPLIT_K=4, TAIL=split_tail(fused=False), BLOCK_N=512)
-    words_sig = {
-        "x_ptr": "*bf16",
-        "w_ptr": "*u32",
-        "s_ptr": "*fp32",
-        "z_ptr": "*u8",
-        "b_ptr": "*bf16",
-        "y_ptr": "*bf16",
-        "p_ptr": "*fp32",
-        "c_ptr": "*i32",
-        "N": "i32",
-        "K": "i32",
-        "G": "i32",
-        "K_SPLIT": "i32",
-        "stride_wn": "i32",
-    }
-    words_ce = dict(
-        GROUP_SIZE=128, PER_CHANNEL=False, HAS_BIAS=True, SPLIT_K=4, TAIL=split_tail(),
-        BLOCK_N=64, WORDS=16,
-        EVEN_K=True,
-    )  # fmt: skip
-    int8_words = {**words_ce, "INT4": False, "GROUP_SIZE": 0, "PER_CHANNEL": True}
-    return [
-        Spec(
-            "int4wo.gemv_words",
-            "gemv",
-            "_gemv_words_kernel",
-            words_sig,
-            {**words_ce, "INT4": True},
-            mma=False,
-        ),  # fmt: skip
-        Spec("int8wo.gemv_words", "gemv", "_gemv_words_kernel", words_sig, int8_words, mma=False),
-        w4a8_gemv := Spec(
-            "w4a8.gemv", "w4a8_gemv", "_w4a8_gemv_kernel", gemv_sig, gemv_ce, warps=2, mma=False
-        ),  # fmt: skip
-        _one_row(replace(w4a8_gemv, name="w4a8.gemv_one_row"), "xq_ptr", XQ=True),
-        # programmatic dependent launch (griddepcontrol): sm90 and later
-        *(
-            [
-                replace(
-                    w4a8_gemv,
-                    name="w4a8.gemv_pdl",
-                    constexprs={**w4a8_gemv.constexprs, "PDL": True},
-                )
-            ]
-            if target in PDL_TARGETS
-            else []
-        ),  # fmt: skip
-        Spec("splitk.reduce", "splitk", "_reduce_kernel", red_sig, red_ce, mma=False),
-    ]
-
-
 def specs(target: str) -> list[Spec]:
     """The kernels compiled for ``target`` (float8 kernels use the arch's own e4m3)."""
+    from aoq.kernels.target_specs_gemv import gemv_specs
     from aoq.kernels.target_specs_mx import mx_specs
 
     f8 = "*fp8e4b8" if target == "gfx942" else "*fp8e4nv"
@@ -436,13 +350,15 @@ def specs(target: str) -> list[Spec]:
         _int_act("w8a8.prefill", False, 0, 128, 128, 128, warps=8),
         _int_act("w4a8.decode", True, 32, 16, 64, 32),
         w8a8_decode := _int_act("w8a8.decode", False, 0, 16, 64, 128),
-        _one_row(replace(w8a8_decode, name="w8a8.decode_one_row"), "xq_ptr", XQ=True),
-        *_splitk_specs(target),
+        one_row_variant(replace(w8a8_decode, name="w8a8.decode_one_row"), "xq_ptr", XQ=True),
+        *gemv_specs(target),
         Spec("fp8.prefill", "fp8_mm", "_fp8_mm_kernel", fp8_sig, fp8_ce, warps=8, fp8=True),
         fp8_dec := Spec("fp8.decode", "fp8_mm", "_fp8_mm_kernel", fp8_sig, fp8_decode, fp8=True),
         # programmatic dependent launch after the activation kernel (sm90 and later)
-        *([_pdl(w8a8_decode), _pdl(fp8_dec)] if target in PDL_TARGETS else []),  # fmt: skip
-        _one_row(
+        *(
+            [pdl_variant(w8a8_decode), pdl_variant(fp8_dec)] if target in PDL_TARGETS else []
+        ),  # fmt: skip
+        one_row_variant(
             Spec("fp8.decode_one_row", "fp8_mm", "_fp8_mm_kernel", fp8_sig, fp8_decode, fp8=True),
             "x_ptr",
             XQ=1,

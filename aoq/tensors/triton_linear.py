@@ -1,4 +1,5 @@
-"""The GPU (CUDA, ROCm) and interpreter kernel entries of every inference scheme.
+"""The GPU (CUDA, ROCm) and interpreter kernel entries of every inference scheme (the MX and
+NVFP4 decode entries: triton_linear_mx.py).
 
 Each entry is ``fn(x2d, weight, bias) -> y2d`` registered with ``dispatch.kernel(name, check)``
 and listed in ``dispatch.BY_M``. Names say what runs: ``triton.<family>.decode`` (small M),
@@ -24,14 +25,11 @@ import torch.nn.functional as F
 
 from aoq.backends import Backend, platform_of
 from aoq.dispatch import kernel
-from aoq.formats.mx import MXElem
 from aoq.tensors.activation import split_bias
 from aoq.tensors.base import ActQuant
 from aoq.tensors.float8 import Float8Tensor
 from aoq.tensors.int4 import Int4Tensor
 from aoq.tensors.int8 import Int8Tensor
-from aoq.tensors.mx import MXWeight
-from aoq.tensors.nvfp4 import NVFP4Tensor, nvfp4_qdq_gpu
 
 try:  # the families register their torch.library ops (and the MX cast's CUDA implementation)
     import aoq.kernels._common  # noqa: F401
@@ -356,56 +354,3 @@ def _fp8_scaled_mm(x: torch.Tensor, w: Float8Tensor, bias: Any) -> torch.Tensor:
 
 kernel("triton.fp8.decode", _fp8_check)(_fp8_triton(0))
 kernel("triton.fp8.prefill", _fp8_check)(_fp8_triton(1))
-
-
-# --- MX / NVFP4 at decode ---------------------------------------------------------------------
-
-
-def _mx_decode_check(x: torch.Tensor, w: MXWeight | NVFP4Tensor, bias: Any) -> str | None:
-    bs = w.block_size if isinstance(w, MXWeight) else 16
-    return _common(x, w) or _k.mx_decode.serves(x, w.qdata, bs)
-
-
-def _mx_decode(x: torch.Tensor, w: MXWeight | NVFP4Tensor, bias: Any) -> torch.Tensor:
-    """The weight dequantized tile by tile inside the decode kernel (kernels/mx_decode.py):
-    the emulated path's weights and products, without the dequantized copy."""
-    fb, _ = split_bias(bias, static=False)
-    gpu = x.device.type != "cpu"  # eagerly the GPU ops' implementations, called directly
-    nvfp4 = isinstance(w, NVFP4Tensor)
-    scale = w.scale.view(torch.uint8)  # opcheck and fake tensors cannot compute on float8
-    if nvfp4:
-        elem, bs, ts, rule = MXElem.FP4_E2M1, 16, w.tensor_scale, "nvfp4"
-    else:
-        elem, bs, ts, rule = w.elem, w.block_size, None, w.scale_rounding.value
-    if w.act in (ActQuant.NVFP4_DYNAMIC, ActQuant.MX_DYNAMIC):
-        if not _traced(x, w.qdata) and _one_row_pays(x, w):
-            # eager M = 1, a small weight: the decode kernel rounds x itself (one launch,
-            # the same bits); rule: the activation's MX scale rounding, or "nvfp4"
-            return _k.mx_decode.mx_decode_triton(x, w.qdata, scale, ts, elem.value, bs, fb,
-                                                 None, rule)  # fmt: skip
-        if nvfp4:  # the same ops as w.quantize_activation
-            x = _call("nvfp4_qdq", nvfp4_qdq_gpu if gpu else torch.ops.aoq.nvfp4_qdq, x)
-        else:
-            qdq = _k.mx_cast.mx_qdq_gpu if gpu else torch.ops.aoq.mx_qdq
-            x = _call("mx_qdq", qdq, x, elem.value, bs, 1, rule)
-    d = w.derived() if isinstance(w, MXWeight) and x.dtype == torch.bfloat16 else {}
-    if "big_scales" in d:  # fp4 on CUDA: the bf16-pair decode (kernels/decode_mma.py)
-        gm, flag = d["scale_gm"].t(), d["big_scales"]
-        return _call("mx_decode", _mx_decode_bf16,
-                     x, w.qdata, gm, ts, elem.value, bs, fb, flag)  # fmt: skip
-    return _call("mx_decode", _k.mx_decode.mx_decode_triton,
-                 x, w.qdata, scale, ts, elem.value, bs, fb)  # fmt: skip
-
-
-def _mx_decode_bf16(*args: Any) -> torch.Tensor:
-    """mx_decode_triton with the weight's group-major bytes and BIG flag (the op's order)."""
-    return _k.mx_decode.mx_decode_triton(*args[:7], big_scales=args[7])
-
-
-for _name in (
-    "triton.mxwo.decode",
-    "triton.mx.decode",
-    "triton.nvfp4wo.decode",
-    "triton.nvfp4.decode",
-):
-    kernel(_name, _mx_decode_check)(_mx_decode)

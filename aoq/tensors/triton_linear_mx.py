@@ -1,0 +1,67 @@
+"""The GPU and interpreter decode entries of the MX and NVFP4 schemes (kernels/mx_decode.py,
+and kernels/decode_mma.py's bf16-pair decode for MX fp4 on CUDA); the other schemes' entries,
+and the helpers these share, are in triton_linear.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from aoq.dispatch import kernel
+from aoq.formats.mx import MXElem
+from aoq.tensors.activation import split_bias
+from aoq.tensors.base import ActQuant
+from aoq.tensors.mx import MXWeight
+from aoq.tensors.nvfp4 import NVFP4Tensor, nvfp4_qdq_gpu
+from aoq.tensors.triton_linear import _call, _common, _k, _one_row_pays, _traced
+
+
+def _mx_decode_check(x: torch.Tensor, w: MXWeight | NVFP4Tensor, bias: Any) -> str | None:
+    bs = w.block_size if isinstance(w, MXWeight) else 16
+    return _common(x, w) or _k.mx_decode.serves(x, w.qdata, bs)
+
+
+def _mx_decode(x: torch.Tensor, w: MXWeight | NVFP4Tensor, bias: Any) -> torch.Tensor:
+    """The weight dequantized tile by tile inside the decode kernel (kernels/mx_decode.py):
+    the emulated path's weights and products, without the dequantized copy."""
+    fb, _ = split_bias(bias, static=False)
+    gpu = x.device.type != "cpu"  # eagerly the GPU ops' implementations, called directly
+    nvfp4 = isinstance(w, NVFP4Tensor)
+    scale = w.scale.view(torch.uint8)  # opcheck and fake tensors cannot compute on float8
+    if nvfp4:
+        elem, bs, ts, rule = MXElem.FP4_E2M1, 16, w.tensor_scale, "nvfp4"
+    else:
+        elem, bs, ts, rule = w.elem, w.block_size, None, w.scale_rounding.value
+    if w.act in (ActQuant.NVFP4_DYNAMIC, ActQuant.MX_DYNAMIC):
+        if not _traced(x, w.qdata) and _one_row_pays(x, w):
+            # eager M = 1, a small weight: the decode kernel rounds x itself (one launch,
+            # the same bits); rule: the activation's MX scale rounding, or "nvfp4"
+            return _k.mx_decode.mx_decode_triton(x, w.qdata, scale, ts, elem.value, bs, fb,
+                                                 None, rule)  # fmt: skip
+        if nvfp4:  # the same ops as w.quantize_activation
+            x = _call("nvfp4_qdq", nvfp4_qdq_gpu if gpu else torch.ops.aoq.nvfp4_qdq, x)
+        else:
+            qdq = _k.mx_cast.mx_qdq_gpu if gpu else torch.ops.aoq.mx_qdq
+            x = _call("mx_qdq", qdq, x, elem.value, bs, 1, rule)
+    d = w.derived() if isinstance(w, MXWeight) and x.dtype == torch.bfloat16 else {}
+    if "big_scales" in d:  # fp4 on CUDA: the bf16-pair decode (kernels/decode_mma.py)
+        gm, flag = d["scale_gm"].t(), d["big_scales"]
+        return _call("mx_decode", _mx_decode_bf16,
+                     x, w.qdata, gm, ts, elem.value, bs, fb, flag)  # fmt: skip
+    return _call("mx_decode", _k.mx_decode.mx_decode_triton,
+                 x, w.qdata, scale, ts, elem.value, bs, fb)  # fmt: skip
+
+
+def _mx_decode_bf16(*args: Any) -> torch.Tensor:
+    """mx_decode_triton with the weight's group-major bytes and BIG flag (the op's order)."""
+    return _k.mx_decode.mx_decode_triton(*args[:7], big_scales=args[7])
+
+
+for _name in (
+    "triton.mxwo.decode",
+    "triton.mx.decode",
+    "triton.nvfp4wo.decode",
+    "triton.nvfp4.decode",
+):
+    kernel(_name, _mx_decode_check)(_mx_decode)

@@ -1,0 +1,86 @@
+"""Compile specs of the GEMVs (no matrix instructions) and the split-K reduction, for
+target_specs.specs."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from aoq.kernels.target_specs import PDL_TARGETS, Spec, one_row_variant, pdl_variant, split_tail
+
+
+def gemv_specs(target: str) -> list[Spec]:
+    """The GEMVs (no matrix instructions) and the split-K reduction. The W4A8 GEMV's integer
+    dot products are NVIDIA PTX (``dp4a``); AMD compiles its float path."""
+    gemv_sig = {
+        "xq_ptr": "*i8",
+        "xs_ptr": "*fp32",
+        "xz_ptr": "*i32",
+        "w_ptr": "*u8",
+        "s_ptr": "*fp32",
+        "b_ptr": "*bf16",
+        "bq_ptr": "*i32",
+        "gstar_ptr": "*i32",
+        "y_ptr": "*bf16",
+        "p_ptr": "*fp32",
+        "c_ptr": "*i32",
+        "N": "i32",
+        "K": "i32",
+        "stride_sn": "i32",
+        "stride_sg": "i32",
+        "K_SPLIT": "i32",
+    }
+    gemv_ce = dict(
+        GROUP_SIZE=32, GROUPS=8, ASYM=False, STATIC=False, HAS_BIAS=True, HAS_BIAS_INT=False,
+        SPLIT_K=4, TAIL=split_tail(), BLOCK_N=64, ASM=target.startswith("sm"), PDL=False,
+    )  # fmt: skip
+    red_sig = {
+        "part_ptr": "*fp32",
+        "bi_ptr": "*i32",
+        "cs_ptr": "*fp32",
+        "rs_ptr": "*fp32",
+        "b_ptr": "*bf16",
+        "y_ptr": "*bf16",
+        "M": "i32",
+        "N": "i32",
+        "stride_ym": "i32",
+    }
+    red_ce = dict(SPLIT_K=4, TAIL=split_tail(fused=False), BLOCK_N=512)
+    words_sig = {
+        "x_ptr": "*bf16",
+        "w_ptr": "*u32",
+        "s_ptr": "*fp32",
+        "z_ptr": "*u8",
+        "b_ptr": "*bf16",
+        "y_ptr": "*bf16",
+        "p_ptr": "*fp32",
+        "c_ptr": "*i32",
+        "N": "i32",
+        "K": "i32",
+        "G": "i32",
+        "K_SPLIT": "i32",
+        "stride_wn": "i32",
+    }
+    words_ce = dict(
+        GROUP_SIZE=128, PER_CHANNEL=False, HAS_BIAS=True, SPLIT_K=4, TAIL=split_tail(),
+        BLOCK_N=64, WORDS=16,
+        EVEN_K=True,
+    )  # fmt: skip
+    int8_words = {**words_ce, "INT4": False, "GROUP_SIZE": 0, "PER_CHANNEL": True}
+    return [
+        Spec(
+            "int4wo.gemv_words",
+            "gemv",
+            "_gemv_words_kernel",
+            words_sig,
+            {**words_ce, "INT4": True},
+            mma=False,
+        ),  # fmt: skip
+        Spec("int8wo.gemv_words", "gemv", "_gemv_words_kernel", words_sig, int8_words, mma=False),
+        w4a8_gemv := Spec(
+            "w4a8.gemv", "w4a8_gemv", "_w4a8_gemv_kernel", gemv_sig, gemv_ce, warps=2, mma=False
+        ),  # fmt: skip
+        one_row_variant(replace(w4a8_gemv, name="w4a8.gemv_one_row"), "xq_ptr", XQ=True),
+        # programmatic dependent launch (griddepcontrol): sm90 and later
+        *([pdl_variant(w4a8_gemv)] if target in PDL_TARGETS else []),
+        Spec("splitk.reduce", "splitk", "_reduce_kernel", red_sig, red_ce, mma=False),
+    ]
