@@ -16,7 +16,8 @@ scales group-major), ``XQ`` (x quantized in the GEMV: one launch) and ``PDL`` (t
 kernel launched with programmatic dependent launch while the activation kernel runs). A
 tuning aid for decode_mma.TILE and w4a8_gemv.GEMV_TILE, not the benchmark of record (that
 is ``make bench``). ``w8a8act`` and ``fp8act`` (per-row) time W8A8's and fp8's decode the same
-way, with ``PDL`` their one key.
+way, with ``PDL`` their one key. Every format takes ``CHAIN`` (false: the split-K reduction
+kernel launched plainly, not chained to the split kernel; splitk.CHAIN).
 
 Why 8 rows (bench/NOTES.md, session 18): at M <= 8 the 16-row padding doubles the MMAs, x's
 loads and x's and the accumulators' registers. Compiled for sm90, int4's loop drops from 393
@@ -172,6 +173,25 @@ def _act_runner(fmt: str, x: torch.Tensor, t: tuple, tile: dict) -> Any:
 
 
 def _runner(wf: Any, groups: int, x: torch.Tensor, t: tuple, tile: dict, fmt: str = "") -> Any:
+    """The call of ``fmt``'s case with ``tile``; its ``CHAIN`` (every format) sets
+    splitk.CHAIN around each call: false launches the split-K reduction kernel plainly."""
+    from aoq.kernels import splitk
+
+    tile = dict(tile)
+    chain = tile.pop("CHAIN", splitk.CHAIN)
+    call = _runner_of(wf, groups, x, t, tile, fmt)
+
+    def chained() -> Any:
+        was, splitk.CHAIN = splitk.CHAIN, chain
+        try:
+            return call()
+        finally:
+            splitk.CHAIN = was
+
+    return chained
+
+
+def _runner_of(wf: Any, groups: int, x: torch.Tensor, t: tuple, tile: dict, fmt: str) -> Any:
     if fmt == "w4a8gemv":
         return _gemv_runner(x, t, tile)
     if fmt in ("w8a8act", "fp8act"):
@@ -236,7 +256,7 @@ def main() -> None:
             }
             try:
                 got = _runner(wf, groups, xs[0], ws[0], tile, fmt)()
-                if set(tile) <= {"ROWS", "PDL"}:
+                if set(tile) <= {"ROWS", "PDL", "CHAIN"}:
                     ok = torch.equal(got.nan_to_num(), base.nan_to_num())
                 else:
                     err = ((got.float() - base.float()).norm() / base.float().norm()).item()

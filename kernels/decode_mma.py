@@ -59,7 +59,7 @@ def _decode_mma_kernel(
     UPCAST: tl.constexpr, WT: tl.constexpr = False, PREF: tl.constexpr = False,
     BIG: tl.constexpr = 0, ROWS: tl.constexpr = 16, IMMA: tl.constexpr = False,
     LOOP_STAGES: tl.constexpr = 0, ZW: tl.constexpr = False, TILED: tl.constexpr = False,
-    PDL: tl.constexpr = False,
+    PDL: tl.constexpr = False, TRIGGER: tl.constexpr = False,
 ):  # fmt: skip
     """Program (n, s): outputs [ROWS, BLOCK_N] (x padded to ROWS rows: 16, or 8 for M <= 8,
     the n of NVIDIA's m16n8k16) over K range s. int4 (WFMT 1: zero points from
@@ -73,7 +73,8 @@ def _decode_mma_kernel(
     stores float32 partials, which the last program of the column tile (TAIL,
     splitk.finish) or splitk.reduce_partials sums, then applies int8's channel scale, xs
     and the bias. PDL: launched with programmatic dependent launch after the kernel that
-    wrote x (and xs, xz), which it waits for before reading them."""
+    wrote x (and xs, xz), which it waits for before reading them. TRIGGER: splitk.trigger."""
+    splitk.trigger(TRIGGER)
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -313,6 +314,7 @@ def decode_mma(
         WFMT=int(wfmt), GROUP_SIZE=gs, GROUPS=bk // gs, XQ=xq, XZ=x_zero is not None,
         STATIC=x_scale is not None and x_scale.dim() == 0, HAS_BIAS=bias is not None,
         SPLIT_K=p.split, TAIL=p.tail(splitk.epilogue_bits(**epi)), BLOCK_N=bn, BLOCK_K=bk,
-        ASM=backend is Backend.CUDA, UPCAST=INTERPRET, PDL=pdl, launch_pdl=pdl, **cfg,
+        ASM=backend is Backend.CUDA, UPCAST=INTERPRET, PDL=pdl, launch_pdl=pdl,
+        TRIGGER=p.chain, **cfg,
     )  # fmt: skip
     p.finish(y, **epi)

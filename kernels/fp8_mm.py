@@ -50,6 +50,7 @@ def _fp8_mm_kernel(
     SPLIT_K: tl.constexpr, TAIL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr, XQ: tl.constexpr = 0, QMAX: tl.constexpr = 1.0,
     E4M3_SHIFT: tl.constexpr = 0, E4M3_MIN_NORMAL: tl.constexpr = 0, PDL: tl.constexpr = False,
+    TRIGGER: tl.constexpr = False,
 ):  # fmt: skip
     """Program (n, m, s) covers K range s (K_SPLIT long; the whole of K when SPLIT_K == 1).
     With SPLIT_K > 1 it stores its float32 partial, and the column tile's last program
@@ -57,7 +58,9 @@ def _fp8_mm_kernel(
     adds the bias. XQ (M = 1): x is the float activation row, quantized here (1: per row,
     2: per tensor; QMAX the float8 maximum) with the scale written to xs_ptr, bit for bit
     quantize_fp8_act_triton's codes and scale. PDL: launched with programmatic dependent
-    launch after the kernel that wrote x and xs, which it waits for before reading anything."""
+    launch after the kernel that wrote x and xs, which it waits for before reading anything.
+    TRIGGER: splitk.trigger."""
+    splitk.trigger(TRIGGER)
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(1)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -221,7 +224,7 @@ def _decode(
         QMAX=float8.fp8_max(wq.dtype) if xq_mode else 1.0,
         E4M3_SHIFT=_E4M3["SHIFT"] if INTERPRET and xq_mode else 0,
         E4M3_MIN_NORMAL=_E4M3["MIN_NORMAL_BITS"] if INTERPRET and xq_mode else 0, **flags, **cfg,
-        PDL=pdl, launch_pdl=pdl,
+        PDL=pdl, launch_pdl=pdl, TRIGGER=p.chain,
     )  # fmt: skip
     p.finish(y, **epi)
 

@@ -40,12 +40,13 @@ def _gemv_words_kernel(
     INT4: tl.constexpr, GROUP_SIZE: tl.constexpr, PER_CHANNEL: tl.constexpr,
     HAS_BIAS: tl.constexpr, SPLIT_K: tl.constexpr, TAIL: tl.constexpr, BLOCK_N: tl.constexpr,
     WORDS: tl.constexpr,
-    EVEN_K: tl.constexpr,
+    EVEN_K: tl.constexpr, TRIGGER: tl.constexpr = False,
 ):  # fmt: skip
     """y[n] = Σ_k (q[n, k] - z[n, g]) s[n, g] x[k] (+ b[n]); w_ptr holds uint32 words of codes
     (unsigned, so a shift is one logical shift), stride_wn in words. With SPLIT_K > 1:
     float32 partials, reduced by splitk.py (which then
-    applies a per-channel scale and the bias)."""
+    applies a per-channel scale and the bias). TRIGGER: splitk.trigger."""
+    splitk.trigger(TRIGGER)
     CODES: tl.constexpr = 8 if INT4 else 4
     BITS: tl.constexpr = 4 if INT4 else 8
     MASK: tl.constexpr = 0xF if INT4 else 0xFF
@@ -144,7 +145,7 @@ def gemv_words(
         INT4=int4, GROUP_SIZE=gs, PER_CHANNEL=per_channel, HAS_BIAS=bias is not None,
         SPLIT_K=p.split, TAIL=p.tail(splitk.epilogue_bits(**epi)), BLOCK_N=bn, WORDS=words,
         EVEN_K=k % p.k_split == 0 and p.k_split % block_k == 0,
-        num_warps=GEMV_TILE["num_warps"],
+        num_warps=GEMV_TILE["num_warps"], TRIGGER=p.chain,
     )  # fmt: skip
     p.finish(y, **epi)
     return True

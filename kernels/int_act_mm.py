@@ -64,7 +64,7 @@ def _int_act_mm_kernel(
     ASYM: tl.constexpr, STATIC: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_BIAS_INT: tl.constexpr,
     UPCAST: tl.constexpr, PRECISION: tl.constexpr, SPLIT_K: tl.constexpr, TAIL: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, XQ: tl.constexpr = False,
-    PDL: tl.constexpr = False,
+    PDL: tl.constexpr = False, TRIGGER: tl.constexpr = False,
 ):  # fmt: skip
     """Program (n, m, s) covers K range s (splitk.py; K_SPLIT = K when SPLIT_K == 1). With
     SPLIT_K > 1 it stores its partial (int32 per-channel accumulators, float32 group sums)
@@ -72,7 +72,9 @@ def _int_act_mm_kernel(
     the bias, scales and casts. XQ (M = 1): xq_ptr is the float activation row, quantized
     here (one_row_scale: the scale to xs_ptr unless STATIC), the codes of
     quantize_int8_act_triton. PDL: launched with programmatic dependent launch after the
-    kernel that wrote x (and xs, xz), which it waits for before reading anything."""
+    kernel that wrote x (and xs, xz), which it waits for before reading anything. TRIGGER:
+    splitk.trigger."""
+    splitk.trigger(TRIGGER)
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(1)
     pid_k = tl.program_id(2)
@@ -310,7 +312,7 @@ def _int_act(
             *args, y, p.partials, p.counter_arg(), m, n, k, groups, p.k_split, xq.stride(0),
             wq.stride(0), y.stride(0), m_bucket(m), SPLIT_K=p.split,
             TAIL=p.tail(splitk.epilogue_bits(**epi)), **flags, **fused, **cfg, PDL=pdl,
-            launch_pdl=pdl,
+            launch_pdl=pdl, TRIGGER=p.chain,
         )  # fmt: skip
         p.finish(y, **epi)
         return y.to(out_dtype)

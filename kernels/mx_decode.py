@@ -71,6 +71,7 @@ def _mx_decode_kernel(
     A_MAX_FRAC: tl.constexpr = 0, A_RCEIL: tl.constexpr = 0, E2M1: tl.constexpr = 0,
     E4M3: tl.constexpr = 0, FP4_SHIFT: tl.constexpr = 0, FP4_MIN_NORMAL: tl.constexpr = 0,
     E4M3_SHIFT: tl.constexpr = 0, E4M3_MIN_NORMAL: tl.constexpr = 0,
+    TRIGGER: tl.constexpr = False,
 ):  # fmt: skip
     """Program (n, s): outputs [16, BLOCK_N] over K range s (K_SPLIT long, a multiple of
     BLOCK_K). SPLIT_K > 1 stores float32 partials for the column tile's last program (TAIL,
@@ -78,7 +79,8 @@ def _mx_decode_kernel(
     here. XQDQ (M = 1): x's one row is quantize-dequantized here, step by step, to the
     values the activation kernel would have stored: 1 MX (blocks of BS, the A_ element
     constants of mx_steps.elem_constants), 2 NVFP4 (the row's tensor scale first; the format
-    constants of nvfp4_act.QDQ_CONSTS)."""
+    constants of nvfp4_act.QDQ_CONSTS). TRIGGER: splitk.trigger."""
+    splitk.trigger(TRIGGER)
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -227,7 +229,7 @@ def mx_decode_triton(
         x, qdata, s, ts, bias if bias is not None else s, y, p.partials, p.counter_arg(),
         m, n, k, p.k_split, x.stride(0), qdata.stride(0), s.stride(0), y.stride(0),
         SPLIT_K=p.split, TAIL=p.tail(splitk.epilogue_bits(bias=bias)), BLOCK_N=bn, BLOCK_K=bk,
-        UPCAST=INTERPRET, **fmt, **cfg, **act,
+        UPCAST=INTERPRET, TRIGGER=p.chain, **fmt, **cfg, **act,
     )  # fmt: skip
     p.finish(y, bias=bias)
     return y.to(x.dtype)

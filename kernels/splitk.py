@@ -25,6 +25,14 @@ counters live per (device, stream) (:func:`counters`): kernels on one stream run
 the other, so each finds its counters at zero, and every kernel leaves them at zero. Under
 CUDA-graph capture (a graph may be replayed on any stream, or on two at once) and with
 ``AOQ_FUSED_SPLITK=0`` the separate reduction kernel runs instead.
+
+Where the GPU has programmatic dependent launch (sm90 and later, _common.pdl) that reduction
+kernel is chained to the split kernel (:attr:`Plan.chain`): the split kernel lets its
+dependents launch as it starts (:func:`trigger`), and the reduction kernel, launched with
+PDL, waits (``griddepcontrol.wait``) for the split kernel's grid to finish and its partials
+to be visible before it reads anything. Its launch and placement then overlap the split
+kernel's tail instead of following it: 0.3-1.2 us of 18-30 at decode on an H100 (bench/NOTES.md,
+session 22), the same bits. ``AOQ_SPLITK_PDL=0`` launches it plainly.
 """
 
 from __future__ import annotations
@@ -36,8 +44,10 @@ from typing import NamedTuple
 import torch
 import triton
 import triton.language as tl
+from aoq.kernels._common import pdl
 from aoq.kernels._launch import launch
 from torch.utils._python_dispatch import _disable_current_modes
+from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 from triton.runtime import driver
 
 from aoq.backends import Backend
@@ -48,6 +58,8 @@ MIN_K_PER_SPLIT = 512
 """A split shorter than this spends more on its partial and prologue than it saves."""
 FUSED = os.environ.get("AOQ_FUSED_SPLITK", "1") != "0"
 """Off: every split launch is followed by the reduction kernel (A/B runs, bisecting)."""
+CHAIN = os.environ.get("AOQ_SPLITK_PDL", "1") != "0"
+"""Off: the reduction kernel is launched plainly, never chained (A/B runs, bisecting)."""
 MIN_COUNTERS = 4096
 """Counters allocated per stream at least (16 KB): N / BLOCK_N column tiles of one launch."""
 
@@ -107,12 +119,15 @@ def split_k(
 class Plan(NamedTuple):
     """How a decode launch splits K: ``split`` ranges of ``k_split`` (a multiple of the
     alignment), where the partials go (``partials`` is ``y`` itself when split == 1), and
-    the zeroed ``counters`` of a fused reduction (None: the reduction kernel runs)."""
+    the zeroed ``counters`` of a fused reduction (None: the reduction kernel runs). ``chain``:
+    the reduction kernel runs chained to the split kernel (module docstring): the split
+    kernel's TRIGGER constexpr."""
 
     split: int
     k_split: int
     partials: torch.Tensor
     counters: torch.Tensor | None
+    chain: bool = False
 
     def counter_arg(self) -> torch.Tensor:
         """The kernel's counters argument (any tensor when the reduction is not fused)."""
@@ -133,7 +148,7 @@ class Plan(NamedTuple):
     ) -> None:
         """After the launch: the reduction kernel, if the split was not fused."""
         if self.split > 1 and self.counters is None:
-            reduce_partials(self.partials, y, col_scale, row_scale, bias, bias_int)
+            reduce_partials(self.partials, y, col_scale, row_scale, bias, bias_int, self.chain)
 
 
 def plan(
@@ -155,7 +170,8 @@ def plan(
     if split == 1:
         return Plan(1, k_split, y, None)
     part = torch.empty((split, m, n), dtype=part_dtype, device=y.device)
-    return Plan(split, k_split, part, counters(y.device, n_programs))
+    cnt = counters(y.device, n_programs)
+    return Plan(split, k_split, part, cnt, CHAIN and cnt is None and pdl(y.device))
 
 
 def epilogue_bits(
@@ -243,6 +259,14 @@ def k_per_split(k: int, split: int, k_align: int) -> int:
 
 
 @triton.jit
+def trigger(TRIGGER: tl.constexpr):
+    """A split kernel's first statement: with TRIGGER (its plan's ``chain``), let the reduction
+    kernel launched after it with programmatic dependent launch start now."""
+    if TRIGGER:
+        gdc_launch_dependents()
+
+
+@triton.jit
 def _reduce_row(
     part_ptr, bi_ptr, cs_ptr, rs_ptr, b_ptr, y_ptr, m, M, N, stride_ym, offs_n,
     SPLIT_K: tl.constexpr, TAIL: tl.constexpr, CACHE: tl.constexpr,
@@ -273,9 +297,12 @@ def _reduce_row(
 @triton.jit
 def _reduce_kernel(
     part_ptr, bi_ptr, cs_ptr, rs_ptr, b_ptr, y_ptr, M, N, stride_ym,
-    SPLIT_K: tl.constexpr, TAIL: tl.constexpr, BLOCK_N: tl.constexpr,
+    SPLIT_K: tl.constexpr, TAIL: tl.constexpr, BLOCK_N: tl.constexpr, PDL: tl.constexpr = False,
 ):  # fmt: skip
-    """Program (n, m): row m of y over BLOCK_N columns (:func:`_reduce_row`)."""
+    """Program (n, m): row m of y over BLOCK_N columns (:func:`_reduce_row`). PDL: launched
+    with programmatic dependent launch; waits for the split kernel before reading."""
+    if PDL:
+        gdc_wait()
     offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     _reduce_row(part_ptr, bi_ptr, cs_ptr, rs_ptr, b_ptr, y_ptr, tl.program_id(1), M, N,
                 stride_ym, offs_n, SPLIT_K, TAIL, "")  # fmt: skip
@@ -313,10 +340,12 @@ def reduce_partials(
     row_scale: torch.Tensor | None = None,
     bias: torch.Tensor | None = None,
     bias_int: torch.Tensor | None = None,
+    chained: bool = False,
 ) -> torch.Tensor:
     """Sum ``partials`` [SPLIT_K, M, N] (float32, or int32 accumulators plus ``bias_int``
     [N]) into ``y`` [M, N] in split order, then scale by ``col_scale`` [N] or [] and
-    ``row_scale`` [M] or [] and add ``bias`` [N]."""
+    ``row_scale`` [M] or [] and add ``bias`` [N]. ``chained``: launched with programmatic
+    dependent launch after a split kernel that triggered it (:attr:`Plan.chain`)."""
     split, m, n = partials.shape
 
     def opt(t: torch.Tensor | None) -> torch.Tensor:
@@ -326,6 +355,6 @@ def reduce_partials(
     launch(_reduce_kernel, (triton.cdiv(n, block_n), m),
         partials, opt(bias_int), opt(col_scale), opt(row_scale), opt(bias), y, m, n, y.stride(0),
         SPLIT_K=split, TAIL=epilogue_bits(col_scale, row_scale, bias, bias_int), BLOCK_N=block_n,
-        num_warps=4,
+        PDL=chained, launch_pdl=chained, num_warps=4,
     )  # fmt: skip
     return y

@@ -38,12 +38,24 @@ def split_tail(fused: bool = True) -> int:
 
 PDL_TARGETS = ("sm90", "sm100")
 """Where the W4A8, W8A8 and fp8 decode kernels take programmatic dependent launch
-(kernels/_common.pdl)."""
+(kernels/_common.pdl), and every split decode kernel triggers its reduction kernel."""
 
 
 def pdl_variant(spec: Spec) -> Spec:
     """``spec`` launched with programmatic dependent launch (PDL_TARGETS only)."""
     return replace(spec, name=f"{spec.name}_pdl", constexprs={**spec.constexprs, "PDL": True})
+
+
+def chained_variant(spec: Spec) -> Spec:
+    """``spec`` (a split decode kernel) with its reduction kernel chained: TRIGGER first, the
+    reduction not fused (splitk.Plan.chain; PDL_TARGETS only)."""
+    ce = {**spec.constexprs, "TRIGGER": True, "TAIL": split_tail(fused=False)}
+    return replace(spec, name=f"{spec.name}_chained", constexprs=ce)
+
+
+def chained(target: str, *specs: Spec) -> list[Spec]:
+    """:func:`chained_variant` of each of ``specs`` on PDL_TARGETS, none elsewhere."""
+    return [chained_variant(s) for s in specs] if target in PDL_TARGETS else []
 
 
 def one_row_variant(spec: Spec, x_arg: str, **constexprs: Any) -> Spec:
@@ -298,7 +310,7 @@ def specs(target: str) -> list[Spec]:
         _wo("int4wo.gemv", "*u8", 1, 128, 1, 32, 128),
         _wo("int4wo.decode", "*u8", 1, 128, 16, 64, 128),
         _wo("int4wo.prefill", "*u8", 1, 128, 128, 128, 64, warps=8),
-        _wo("int8wo.decode", "*i8", 0, 0, 16, 64, 128),
+        int8wo_decode := _wo("int8wo.decode", "*i8", 0, 0, 16, 64, 128),
         _decode_mma("int4wo.decode_mma", 1, 128, 128, target),
         # codes in tile_uint4's order, zero points as pack_zero_words (decode_mma.TILED_TILE)
         _decode_mma("int4wo.decode_mma_tiled", 1, 128, 128, target, tiled=True),
@@ -358,6 +370,14 @@ def specs(target: str) -> list[Spec]:
         *(
             [pdl_variant(w8a8_decode), pdl_variant(fp8_dec)] if target in PDL_TARGETS else []
         ),  # fmt: skip
+        # the split kernels that trigger their chained reduction kernel (splitk.Plan.chain)
+        *chained(
+            target,
+            int8wo_decode,
+            _decode_mma("int4wo.decode_mma_tiled_m8", 1, 128, 128, target, 8, tiled=True),
+            pdl_variant(w8a8_decode),
+            pdl_variant(fp8_dec),
+        ),
         one_row_variant(
             Spec("fp8.decode_one_row", "fp8_mm", "_fp8_mm_kernel", fp8_sig, fp8_decode, fp8=True),
             "x_ptr",

@@ -5,7 +5,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from aoq.kernels.target_specs import PDL_TARGETS, Spec, one_row_variant, pdl_variant, split_tail
+from aoq.kernels.target_specs import (
+    PDL_TARGETS,
+    Spec,
+    chained,
+    one_row_variant,
+    pdl_variant,
+    split_tail,
+)
 
 
 def gemv_specs(target: str) -> list[Spec]:
@@ -75,12 +82,17 @@ def gemv_specs(target: str) -> list[Spec]:
             {**words_ce, "INT4": True},
             mma=False,
         ),  # fmt: skip
-        Spec("int8wo.gemv_words", "gemv", "_gemv_words_kernel", words_sig, int8_words, mma=False),
+        int8_gemv := Spec(
+            "int8wo.gemv_words", "gemv", "_gemv_words_kernel", words_sig, int8_words, mma=False
+        ),
         w4a8_gemv := Spec(
             "w4a8.gemv", "w4a8_gemv", "_w4a8_gemv_kernel", gemv_sig, gemv_ce, warps=2, mma=False
         ),  # fmt: skip
         one_row_variant(replace(w4a8_gemv, name="w4a8.gemv_one_row"), "xq_ptr", XQ=True),
         # programmatic dependent launch (griddepcontrol): sm90 and later
         *([pdl_variant(w4a8_gemv)] if target in PDL_TARGETS else []),
-        Spec("splitk.reduce", "splitk", "_reduce_kernel", red_sig, red_ce, mma=False),
+        reduce := Spec("splitk.reduce", "splitk", "_reduce_kernel", red_sig, red_ce, mma=False),
+        # chained (splitk.Plan.chain): the split kernel triggers, the reduction waits
+        *chained(target, int8_gemv, pdl_variant(w4a8_gemv)),
+        *([pdl_variant(reduce)] if target in PDL_TARGETS else []),
     ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aoq.kernels.target_specs import Spec, split_tail
+from aoq.kernels.target_specs import Spec, chained, split_tail
 
 
 def mx_cast_spec(name: str, dim: int, elem: str, target: str) -> Spec:
@@ -112,7 +112,8 @@ def mx_specs(target: str) -> list[Spec]:
         _mx_dequant_spec("mx_dequant.fp6_e3m2", 6, (3, 2, 3, 0), False),
         _mx_dequant_spec("mx_dequant.fp8_e5m2", 8, (5, 2, 15, 2), False),
         _mx_dequant_spec("mx_dequant.nvfp4", 4, (2, 1, 1, 0), True),
-        _mx_decode_spec("mx_decode.fp4", 4, (2, 1, 1, 0), False),
+        mx_fp4 := _mx_decode_spec("mx_decode.fp4", 4, (2, 1, 1, 0), False),
+        *chained(target, mx_fp4),
         _mx_decode_spec("mx_decode.fp6_e2m3", 6, (2, 3, 1, 0), False),
         _mx_decode_spec("mx_decode.fp8_e4m3", 8, (4, 3, 7, 1), False),
         _mx_decode_spec("mx_decode.nvfp4", 4, (2, 1, 1, 0), True),

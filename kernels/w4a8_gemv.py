@@ -38,7 +38,7 @@ def _w4a8_gemv_kernel(
     GROUP_SIZE: tl.constexpr, GROUPS: tl.constexpr, ASYM: tl.constexpr, STATIC: tl.constexpr,
     HAS_BIAS: tl.constexpr, HAS_BIAS_INT: tl.constexpr, SPLIT_K: tl.constexpr,
     TAIL: tl.constexpr, BLOCK_N: tl.constexpr, ASM: tl.constexpr, XQ: tl.constexpr = False,
-    PDL: tl.constexpr = False,
+    PDL: tl.constexpr = False, TRIGGER: tl.constexpr = False,
 ):  # fmt: skip
     """W4A8 at M == 1 without the matrix units: GROUPS quantization groups a loop step.
 
@@ -53,7 +53,8 @@ def _w4a8_gemv_kernel(
     even activations, high nibbles the odd ones. XQ: xq_ptr is the float activation row,
     quantized here step by step (as _int_act_mm_kernel's XQ), the codes packed into words
     for ``dp4a``. PDL: launched with programmatic dependent launch after the kernel that
-    wrote x (and xs, xz), which it waits for before reading them."""
+    wrote x (and xs, xz), which it waits for before reading them. TRIGGER: splitk.trigger."""
+    splitk.trigger(TRIGGER)
     MODE: tl.constexpr = 1 if ASYM else (2 if STATIC else 0)
     HALF: tl.constexpr = GROUP_SIZE * GROUPS // 2  # bytes of a row per step
     WORDS: tl.constexpr = HALF // 4
@@ -197,6 +198,6 @@ def w4a8_gemv(
         *args, y, p.partials, p.counter_arg(), n, k, ws.stride(0), ws.stride(1), p.k_split,
         GROUPS=step // gs, SPLIT_K=p.split, TAIL=p.tail(splitk.epilogue_bits(**epi)),
         BLOCK_N=bn, ASM=words, num_warps=cfg["num_warps"], XQ=xq_in_kernel, PDL=pdl,
-        launch_pdl=pdl, **own,
+        launch_pdl=pdl, TRIGGER=p.chain, **own,
     )  # fmt: skip
     p.finish(y, **epi)

@@ -74,13 +74,14 @@ def _weight_only_decode_kernel(
     WFMT: tl.constexpr, GROUP_SIZE: tl.constexpr, PER_CHANNEL: tl.constexpr,
     HAS_BIAS: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr,
     SPLIT_K: tl.constexpr, TAIL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    BLOCK_K: tl.constexpr, TILED: tl.constexpr = False,
+    BLOCK_K: tl.constexpr, TILED: tl.constexpr = False, TRIGGER: tl.constexpr = False,
 ):  # fmt: skip
     """Decode (M <= BLOCK_M <= 16): programs over N x SPLIT_K ranges of K (splitk.py). M == 1
     is a GEMV: FMA into a [BLOCK_N, BLOCK_K] register tile, one cross-lane sum at the end;
     2..16 rows pad to one 16-row tile for the matrix units. With SPLIT_K > 1 each program
     stores its float32 partial [M, BLOCK_N], and the column tile's last program (TAIL,
-    splitk.finish) or splitk.reduce_partials finishes."""
+    splitk.finish) or splitk.reduce_partials finishes. TRIGGER: splitk.trigger."""
+    splitk.trigger(TRIGGER)
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -238,7 +239,7 @@ def _decode(
         p.counter_arg(), m, n, k, groups, p.k_split, x.stride(0), qdata.stride(0), y.stride(0),
         WFMT=int(wfmt), GROUP_SIZE=gs, PER_CHANNEL=per_channel, HAS_BIAS=bias is not None,
         UPCAST=upcast, PRECISION=precision, SPLIT_K=p.split,
-        TAIL=p.tail(splitk.epilogue_bits(**epi)), TILED=tiled, **cfg,
+        TAIL=p.tail(splitk.epilogue_bits(**epi)), TILED=tiled, TRIGGER=p.chain, **cfg,
     )  # fmt: skip
     p.finish(y, **epi)
 

@@ -196,3 +196,43 @@ def test_compile_parity(config):
     lin = aoq.quantize_(torch.nn.Linear(1024, 512, device="cuda").to(torch.bfloat16), config)
     x = torch.randn(4, 1024, dtype=torch.bfloat16, device="cuda")
     torch.testing.assert_close(torch.compile(lin)(x), lin(x), rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=config_ids(CONFIGS))
+@pytest.mark.parametrize("m", [1, 5])
+def test_chained_reduction_in_graphs(config, m, monkeypatch):
+    """Under CUDA-graph capture the split-K reduction is a kernel of its own; where the GPU
+    has programmatic dependent launch it is chained to the split kernel (splitk.Plan.chain:
+    launched while the split kernel runs, waiting for its partials). Replays of the chained
+    graph give the bits of the same graph with plain launches, x rewritten between replays
+    (a reduction that read the partials early would see the last replay's)."""
+    from aoq.kernels import splitk
+    from aoq.kernels._common import pdl
+
+    lin = aoq.quantize_(torch.nn.Linear(4096, 256, device="cuda").to(torch.bfloat16), config)
+    xs = [torch.randn(m, 4096, dtype=torch.bfloat16, device="cuda") for _ in range(3)]
+    real, chained = splitk.reduce_partials, []
+
+    def spy(*args, **kw):
+        chained.append(args[6] if len(args) > 6 else kw.get("chained", False))
+        return real(*args, **kw)
+
+    monkeypatch.setattr(splitk, "reduce_partials", spy)
+    outs = []
+    for chain in (True, False):
+        monkeypatch.setattr(splitk, "CHAIN", chain)
+        x_in = xs[0].clone()
+        lin(x_in)  # compiled before capture
+        graph = torch.cuda.CUDAGraph()
+        chained.clear()
+        with torch.cuda.graph(graph):
+            y_out = lin(x_in)
+        assert all(c == (chain and pdl(x_in.device)) for c in chained), chained
+        replays = []
+        for x in xs:
+            x_in.copy_(x)
+            graph.replay()
+            replays.append(y_out.clone())
+        outs.append(replays)
+    for a, b in zip(*outs, strict=True):
+        assert bit_equal(a, b)

@@ -169,3 +169,32 @@ def test_split_rule_powers_of_two_or_exactly_one_wave(monkeypatch):
     assert split(64, 4096, True) == 8  # 12 would leave ranges of 341 < MIN_K_PER_SPLIT
     assert split(2000, 8192, True) == 1
     assert splitk.split_k(Backend.INTERPRET, cuda, 128, 8192, 128, per_sm=6, exact=True) == 1
+
+
+def test_the_reduction_is_chained_only_unfused_and_where_the_gpu_has_pdl(monkeypatch):
+    """Plan.chain (the split kernel's TRIGGER, the reduction launched with programmatic
+    dependent launch): only with a split, a reduction kernel (no counters: graph capture or
+    AOQ_FUSED_SPLITK=0), a GPU that has PDL, and CHAIN on; finish passes it on."""
+    from aoq.backends import Backend
+
+    y = torch.empty(1, 64)
+    monkeypatch.setattr(splitk, "pdl", lambda device: True)
+    monkeypatch.setattr(splitk, "counters", lambda device, n: None)
+
+    def chain(split: int) -> bool:
+        return splitk.plan(y, Backend.INTERPRET, 1, 4096, 64, split).chain
+
+    assert chain(4) and not chain(1)
+    monkeypatch.setattr(splitk, "CHAIN", False)
+    assert not chain(4)
+    monkeypatch.setattr(splitk, "CHAIN", True)
+    monkeypatch.setattr(splitk, "pdl", lambda device: False)
+    assert not chain(4)
+    monkeypatch.setattr(splitk, "pdl", lambda device: True)
+    monkeypatch.setattr(splitk, "counters", lambda device, n: torch.zeros(4, dtype=torch.int32))
+    assert not chain(4)  # fused: no reduction kernel to chain
+    calls = []
+    monkeypatch.setattr(splitk, "reduce_partials", lambda *a: calls.append(a[-1]))
+    splitk.Plan(2, 64, torch.empty(2, 1, 64), None, True).finish(y)
+    splitk.Plan(2, 64, torch.empty(2, 1, 64), None).finish(y)
+    assert calls == [True, False]

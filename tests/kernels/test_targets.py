@@ -55,3 +55,20 @@ def test_mx_mm_is_an_expected_emulation_where_the_mma_takes_no_scales():
     assert targets._status(spec, "gfx942", {"ok": False, "error": "x"})[0] == "xfail"
     assert targets._status(spec, "sm90", {"ok": True, "mma": ["block_scale"]})[0] == "fail"
     assert targets._status(spec, "sm100", emulated)[0] == "fail"  # sm100 must be native
+
+
+def test_chained_split_kernels_trigger_and_the_reduction_waits():
+    """On sm90 every ``*_chained`` split kernel starts with griddepcontrol.launch_dependents
+    (splitk.trigger) and ``splitk.reduce_pdl`` waits (griddepcontrol.wait); the plain
+    reduction kernel neither. Targets without PDL have no chained specs."""
+    specs = {s.name: s for s in targets.specs("sm90")}
+    names = [n for n in specs if n.endswith("_chained")]
+    assert len(names) >= 7, names
+    for name in [*names, "splitk.reduce_pdl", "splitk.reduce"]:
+        row = targets.compile_spec(specs[name], "sm90", asm=True)
+        assert row["ok"] and row["spills"] == 0, (name, row.get("error"))
+        triggers = "griddepcontrol.launch_dependents" in row["asm"]
+        waits = "griddepcontrol.wait" in row["asm"]
+        assert triggers == name.endswith("_chained"), name
+        assert waits == (name == "splitk.reduce_pdl" or "_pdl_" in name), name
+    assert not [s for s in targets.specs("gfx942") if s.name.endswith("_chained")]
