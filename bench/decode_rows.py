@@ -17,7 +17,8 @@ kernel launched with programmatic dependent launch while the activation kernel r
 tuning aid for decode_mma.TILE and w4a8_gemv.GEMV_TILE, not the benchmark of record (that
 is ``make bench``). ``w8a8act`` and ``fp8act`` (per-row) time W8A8's and fp8's decode the same
 way, with ``PDL`` their one key. Every format takes ``CHAIN`` (false: the split-K reduction
-kernel launched plainly, not chained to the split kernel; splitk.CHAIN).
+kernel launched plainly, not chained to the split kernel; splitk.CHAIN) and ``AHEAD`` (false:
+a decode kernel launched with PDL loads no weights before its wait; _common.PDL_AHEAD).
 
 Why 8 rows (bench/NOTES.md, session 18): at M <= 8 the 16-row padding doubles the MMAs, x's
 loads and x's and the accumulators' registers. Compiled for sm90, int4's loop drops from 393
@@ -173,22 +174,25 @@ def _act_runner(fmt: str, x: torch.Tensor, t: tuple, tile: dict) -> Any:
 
 
 def _runner(wf: Any, groups: int, x: torch.Tensor, t: tuple, tile: dict, fmt: str = "") -> Any:
-    """The call of ``fmt``'s case with ``tile``; its ``CHAIN`` (every format) sets
-    splitk.CHAIN around each call: false launches the split-K reduction kernel plainly."""
-    from aoq.kernels import splitk
+    """The call of ``fmt``'s case with ``tile``; its ``CHAIN`` and ``AHEAD`` (every format)
+    set splitk.CHAIN and _common.PDL_AHEAD around each call (false: the split-K reduction
+    kernel launched plainly; a decode kernel launched with PDL reads nothing before its wait)."""
+    from aoq.kernels import _common, splitk
 
     tile = dict(tile)
     chain = tile.pop("CHAIN", splitk.CHAIN)
+    ahead = tile.pop("AHEAD", _common.PDL_AHEAD)
     call = _runner_of(wf, groups, x, t, tile, fmt)
 
-    def chained() -> Any:
-        was, splitk.CHAIN = splitk.CHAIN, chain
+    def switched() -> Any:
+        was = splitk.CHAIN, _common.PDL_AHEAD
+        splitk.CHAIN, _common.PDL_AHEAD = chain, ahead
         try:
             return call()
         finally:
-            splitk.CHAIN = was
+            splitk.CHAIN, _common.PDL_AHEAD = was
 
-    return chained
+    return switched
 
 
 def _runner_of(wf: Any, groups: int, x: torch.Tensor, t: tuple, tile: dict, fmt: str) -> Any:
@@ -256,7 +260,7 @@ def main() -> None:
             }
             try:
                 got = _runner(wf, groups, xs[0], ws[0], tile, fmt)()
-                if set(tile) <= {"ROWS", "PDL", "CHAIN"}:
+                if set(tile) <= {"ROWS", "PDL", "CHAIN", "AHEAD"}:
                     ok = torch.equal(got.nan_to_num(), base.nan_to_num())
                 else:
                     err = ((got.float() - base.float()).norm() / base.float().norm()).item()

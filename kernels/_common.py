@@ -87,6 +87,12 @@ def backend_of(device: torch.device) -> Backend:
     )
 
 
+PDL_AHEAD = os.environ.get("AOQ_PDL_AHEAD", "1") != "0"
+"""A decode kernel launched with programmatic dependent launch after its activation kernel
+loads its first step's weights before it waits (the weights are not that kernel's output);
+``AOQ_PDL_AHEAD=0``: it reads nothing before the wait (A/B runs)."""
+
+
 @functools.cache
 def pdl(device: torch.device) -> bool:
     """Programmatic dependent launch (griddepcontrol): NVIDIA sm90 and later, not the

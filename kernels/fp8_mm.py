@@ -18,8 +18,8 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+from aoq.kernels import _common, splitk
 from aoq.kernels import mx_steps as st
-from aoq.kernels import splitk
 from aoq.kernels._common import (
     FLOAT_DTYPES,
     INTERPRET,
@@ -50,7 +50,7 @@ def _fp8_mm_kernel(
     SPLIT_K: tl.constexpr, TAIL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr, XQ: tl.constexpr = 0, QMAX: tl.constexpr = 1.0,
     E4M3_SHIFT: tl.constexpr = 0, E4M3_MIN_NORMAL: tl.constexpr = 0, PDL: tl.constexpr = False,
-    TRIGGER: tl.constexpr = False,
+    TRIGGER: tl.constexpr = False, AHEAD: tl.constexpr = False,
 ):  # fmt: skip
     """Program (n, m, s) covers K range s (K_SPLIT long; the whole of K when SPLIT_K == 1).
     With SPLIT_K > 1 it stores its float32 partial, and the column tile's last program
@@ -59,7 +59,9 @@ def _fp8_mm_kernel(
     2: per tensor; QMAX the float8 maximum) with the scale written to xs_ptr, bit for bit
     quantize_fp8_act_triton's codes and scale. PDL: launched with programmatic dependent
     launch after the kernel that wrote x and xs, which it waits for before reading anything.
-    TRIGGER: splitk.trigger."""
+    TRIGGER: splitk.trigger. AHEAD (split decode with PDL, not XQ, WIDEN 0): the first step's
+    weights are loaded before the wait (they are not the previous kernel's output) and that
+    step is done before the loop: they stream while the activation kernel still runs."""
     splitk.trigger(TRIGGER)
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(1)
@@ -70,16 +72,17 @@ def _fp8_mm_kernel(
     x_rows = x_ptr + offs_m.to(tl.int64)[:, None] * stride_xm
     w_cols = w_ptr + offs_n.to(tl.int64)[None, :] * stride_wn
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    k_lo, k_hi = splitk.k_range(tl.program_id(2), K, K_SPLIT, SPLIT_K)
+    if AHEAD:  # the first step's weights, before the wait
+        wt, offs_k, kmask = splitk.first_step(w_cols, k_lo, K, nmask, BLOCK_K)
     if PDL:
         gdc_wait()
     if XQ:
         xs, xz = one_row_scale(x_ptr, xs_ptr, xs_ptr, K, 3, False, XQ == 2, QMAX, 2048)
-    k_lo = 0
-    k_hi = K
-    if SPLIT_K > 1:  # prefill keeps the plain 0..K loop (the pipeliner's best case)
-        k_lo = tl.program_id(2) * K_SPLIT
-        k_hi = tl.minimum(K, k_lo + K_SPLIT)
-    for k0 in range(k_lo, k_hi, BLOCK_K):
+    if AHEAD:
+        xt = tl.load(x_rows + offs_k[None, :], mask=mmask[:, None] & kmask[None, :], other=0.0)
+        acc = tl.dot(xt, wt, acc, max_num_imprecise_acc=BLOCK_K)
+    for k0 in range(k_lo + (BLOCK_K if AHEAD else 0), k_hi, BLOCK_K):
         offs_k = k0 + tl.arange(0, BLOCK_K)
         kmask = offs_k < K
         xt = tl.load(x_rows + offs_k[None, :], mask=mmask[:, None] & kmask[None, :], other=0.0)
@@ -225,6 +228,7 @@ def _decode(
         E4M3_SHIFT=_E4M3["SHIFT"] if INTERPRET and xq_mode else 0,
         E4M3_MIN_NORMAL=_E4M3["MIN_NORMAL_BITS"] if INTERPRET and xq_mode else 0, **flags, **cfg,
         PDL=pdl, launch_pdl=pdl, TRIGGER=p.chain,
+        AHEAD=pdl and not xq_mode and flags["WIDEN"] == 0 and _common.PDL_AHEAD,
     )  # fmt: skip
     p.finish(y, **epi)
 

@@ -21,8 +21,8 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+from aoq.kernels import _common, splitk
 from aoq.kernels import decode_mma as dm
-from aoq.kernels import splitk
 from aoq.kernels._common import (
     FLOAT_DTYPES,
     Strategy,
@@ -64,7 +64,7 @@ def _int_act_mm_kernel(
     ASYM: tl.constexpr, STATIC: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_BIAS_INT: tl.constexpr,
     UPCAST: tl.constexpr, PRECISION: tl.constexpr, SPLIT_K: tl.constexpr, TAIL: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, XQ: tl.constexpr = False,
-    PDL: tl.constexpr = False, TRIGGER: tl.constexpr = False,
+    PDL: tl.constexpr = False, TRIGGER: tl.constexpr = False, AHEAD: tl.constexpr = False,
 ):  # fmt: skip
     """Program (n, m, s) covers K range s (splitk.py; K_SPLIT = K when SPLIT_K == 1). With
     SPLIT_K > 1 it stores its partial (int32 per-channel accumulators, float32 group sums)
@@ -72,8 +72,10 @@ def _int_act_mm_kernel(
     the bias, scales and casts. XQ (M = 1): xq_ptr is the float activation row, quantized
     here (one_row_scale: the scale to xs_ptr unless STATIC), the codes of
     quantize_int8_act_triton. PDL: launched with programmatic dependent launch after the
-    kernel that wrote x (and xs, xz), which it waits for before reading anything. TRIGGER:
-    splitk.trigger."""
+    kernel that wrote x (and xs, xz), which it waits for before reading anything but the
+    weights. TRIGGER: splitk.trigger. AHEAD (split decode with PDL, int8 per-channel weights,
+    not XQ): the first step's weights are loaded before the wait and that step is done
+    before the loop, so they stream while the activation kernel still runs."""
     splitk.trigger(TRIGGER)
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(1)
@@ -85,6 +87,10 @@ def _int_act_mm_kernel(
     nmask = offs_n < N
     x_rows = xq_ptr + offs_m.to(tl.int64)[:, None] * stride_xm
     w_rows = w_ptr + offs_n.to(tl.int64)[:, None] * stride_wn
+    w_cols = w_ptr + offs_n.to(tl.int64)[None, :] * stride_wn
+    k_lo, k_hi = splitk.k_range(pid_k, K, K_SPLIT, SPLIT_K)
+    if AHEAD:  # the first step's weights, before the wait
+        wt, offs_k, kmask = splitk.first_step(w_cols, k_lo, K, nmask, BLOCK_K)
     if PDL:
         gdc_wait()
     if XQ:
@@ -96,12 +102,12 @@ def _int_act_mm_kernel(
     gstar = tl.load(gstar_ptr + offs_n, mask=nmask & HAS_BIAS_INT & (not PER_CHANNEL), other=-1)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int32)
     accf = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    k_lo = 0
-    k_hi = K
-    if SPLIT_K > 1:  # prefill keeps the plain 0..K loop (the pipeliner's best case)
-        k_lo = pid_k * K_SPLIT
-        k_hi = tl.minimum(K, k_lo + K_SPLIT)
-    for k0 in range(k_lo, k_hi, BLOCK_K):
+    if AHEAD:
+        xt = tl.load(x_rows + offs_k[None, :], mask=mmask[:, None] & kmask[None, :], other=0)
+        acc = mma(xt, wt, acc, UPCAST, PRECISION)
+        if ASYM:
+            acc -= xz[:, None] * tl.sum(wt.to(tl.int32), axis=0)[None, :]
+    for k0 in range(k_lo + (BLOCK_K if AHEAD else 0), k_hi, BLOCK_K):
         offs_k = k0 + tl.arange(0, BLOCK_K)
         kmask = offs_k < K
         xt = tl.load(x_rows + offs_k[None, :], mask=mmask[:, None] & kmask[None, :], other=0)
@@ -113,7 +119,6 @@ def _int_act_mm_kernel(
             packed = tl.load(w_rows + offs_b[None, :], mask=bmask, other=0x88)
             wt = tl.trans((unpack_nibbles(packed) - 8).to(tl.int8))
         else:  # [BLOCK_K, BLOCK_N], transposed by the pointers (K-major B operand)
-            w_cols = w_ptr + offs_n.to(tl.int64)[None, :] * stride_wn
             wt = tl.load(w_cols + offs_k[:, None], mask=kmask[:, None] & nmask[None, :], other=0)
         acc = mma(xt, wt, acc, UPCAST, PRECISION)
         if ASYM:
@@ -313,6 +318,7 @@ def _int_act(
             wq.stride(0), y.stride(0), m_bucket(m), SPLIT_K=p.split,
             TAIL=p.tail(splitk.epilogue_bits(**epi)), **flags, **fused, **cfg, PDL=pdl,
             launch_pdl=pdl, TRIGGER=p.chain,
+            AHEAD=pdl and per_channel and not int4 and not xq_in_kernel and _common.PDL_AHEAD,
         )  # fmt: skip
         p.finish(y, **epi)
         return y.to(out_dtype)

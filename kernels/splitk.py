@@ -267,6 +267,29 @@ def trigger(TRIGGER: tl.constexpr):
 
 
 @triton.jit
+def k_range(pid_k, K, K_SPLIT, SPLIT_K: tl.constexpr):
+    """(k_lo, k_hi): program ``pid_k``'s K range; all of K when SPLIT_K == 1 (prefill keeps
+    the plain 0..K loop, the pipeliner's best case)."""
+    k_lo = 0
+    k_hi = K
+    if SPLIT_K > 1:
+        k_lo = pid_k * K_SPLIT
+        k_hi = tl.minimum(K, k_lo + K_SPLIT)
+    return k_lo, k_hi
+
+
+@triton.jit
+def first_step(w_cols, k_lo, K, nmask, BLOCK_K: tl.constexpr):
+    """A K range's first [BLOCK_K, BLOCK_N] weights through the K-major column pointers
+    ``w_cols`` [1, BLOCK_N] (masked past K and N), with the step's offs_k and kmask: what a
+    decode kernel launched with PDL loads before its wait (AHEAD)."""
+    offs_k = k_lo + tl.arange(0, BLOCK_K)
+    kmask = offs_k < K
+    wt = tl.load(w_cols + offs_k[:, None], mask=kmask[:, None] & nmask[None, :], other=0.0)
+    return wt, offs_k, kmask
+
+
+@triton.jit
 def _reduce_row(
     part_ptr, bi_ptr, cs_ptr, rs_ptr, b_ptr, y_ptr, m, M, N, stride_ym, offs_n,
     SPLIT_K: tl.constexpr, TAIL: tl.constexpr, CACHE: tl.constexpr,

@@ -41,9 +41,11 @@ PDL_TARGETS = ("sm90", "sm100")
 (kernels/_common.pdl), and every split decode kernel triggers its reduction kernel."""
 
 
-def pdl_variant(spec: Spec) -> Spec:
-    """``spec`` launched with programmatic dependent launch (PDL_TARGETS only)."""
-    return replace(spec, name=f"{spec.name}_pdl", constexprs={**spec.constexprs, "PDL": True})
+def pdl_variant(spec: Spec, ahead: bool = False) -> Spec:
+    """``spec`` launched with programmatic dependent launch (PDL_TARGETS only); ``ahead``: its
+    first step's weights loaded before the wait (the kernels that take AHEAD)."""
+    ce = {**spec.constexprs, "PDL": True, **({"AHEAD": True} if ahead else {})}
+    return replace(spec, name=f"{spec.name}_pdl", constexprs=ce)
 
 
 def chained_variant(spec: Spec) -> Spec:
@@ -368,15 +370,17 @@ def specs(target: str) -> list[Spec]:
         fp8_dec := Spec("fp8.decode", "fp8_mm", "_fp8_mm_kernel", fp8_sig, fp8_decode, fp8=True),
         # programmatic dependent launch after the activation kernel (sm90 and later)
         *(
-            [pdl_variant(w8a8_decode), pdl_variant(fp8_dec)] if target in PDL_TARGETS else []
+            [pdl_variant(w8a8_decode, True), pdl_variant(fp8_dec, True)]
+            if target in PDL_TARGETS
+            else []
         ),  # fmt: skip
         # the split kernels that trigger their chained reduction kernel (splitk.Plan.chain)
         *chained(
             target,
             int8wo_decode,
             _decode_mma("int4wo.decode_mma_tiled_m8", 1, 128, 128, target, 8, tiled=True),
-            pdl_variant(w8a8_decode),
-            pdl_variant(fp8_dec),
+            pdl_variant(w8a8_decode, True),
+            pdl_variant(fp8_dec, True),
         ),
         one_row_variant(
             Spec("fp8.decode_one_row", "fp8_mm", "_fp8_mm_kernel", fp8_sig, fp8_decode, fp8=True),

@@ -90,9 +90,9 @@ def gemv_specs(target: str) -> list[Spec]:
         ),  # fmt: skip
         one_row_variant(replace(w4a8_gemv, name="w4a8.gemv_one_row"), "xq_ptr", XQ=True),
         # programmatic dependent launch (griddepcontrol): sm90 and later
-        *([pdl_variant(w4a8_gemv)] if target in PDL_TARGETS else []),
+        *([pdl_variant(w4a8_gemv, True)] if target in PDL_TARGETS else []),
         reduce := Spec("splitk.reduce", "splitk", "_reduce_kernel", red_sig, red_ce, mma=False),
         # chained (splitk.Plan.chain): the split kernel triggers, the reduction waits
-        *chained(target, int8_gemv, pdl_variant(w4a8_gemv)),
+        *chained(target, int8_gemv, pdl_variant(w4a8_gemv, True)),
         *([pdl_variant(reduce)] if target in PDL_TARGETS else []),
     ]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
-from aoq.kernels import splitk
+from aoq.kernels import _common, splitk
 from aoq.kernels._common import MAGIC, backend_of, exact_float
 from aoq.kernels._launch import launch
 from aoq.kernels.act_one_row import one_row_scale, quantize_one_row
@@ -32,13 +32,46 @@ def _dp4a(a, b, c):
 
 
 @triton.jit
+def _words_dot(
+    accf, p, xw, ws, g, xz, bq, gstar, offs_g,
+    GROUP_SIZE: tl.constexpr, GROUPS: tl.constexpr, WORDS: tl.constexpr, ASYM: tl.constexpr,
+    HAS_BIAS_INT: tl.constexpr,
+):  # fmt: skip
+    """One step of the ``dp4a`` path: ``accf`` plus the step's GROUPS groups. ``p`` the codes'
+    words [BLOCK_N, WORDS], ``xw`` the activation codes' words [2 * WORDS], ``ws`` the groups'
+    scales [BLOCK_N, GROUPS], ``g`` the step's first group."""
+    lo = p & 0x0F0F0F0F
+    hi = (p >> 4) & 0x0F0F0F0F
+    xa, xb = tl.split(tl.reshape(xw, (WORDS, 2)))
+    xe, xo = tl.inline_asm_elementwise(
+        _EVEN_ODD, "=r,=r,r,r", [xa, xb], dtype=(tl.int32, tl.int32), is_pure=True, pack=1
+    )
+    ones = tl.full((WORDS,), 0x01010101, tl.int32)
+    xsum = _dp4a(ones, xe, _dp4a(ones, xo, tl.zeros_like(xe)))
+    xsum = tl.sum(tl.reshape(xsum, (GROUPS, WORDS // GROUPS)), axis=1)
+    dots = _dp4a(hi, xo[None, :], _dp4a(lo, xe[None, :], tl.zeros_like(p)))
+    isum = tl.sum(tl.reshape(dots, (p.shape[0], GROUPS, WORDS // GROUPS)), axis=2)
+    isum -= 8 * xsum[None, :]
+    if ASYM:  # Σ (q + 8) over the group, less 8 per code
+        ones2 = tl.full(p.shape, 0x01010101, tl.int32)
+        qsum = _dp4a(hi, ones2, _dp4a(lo, ones2, tl.zeros_like(p)))
+        qsum = tl.sum(tl.reshape(qsum, (p.shape[0], GROUPS, WORDS // GROUPS)), axis=2)
+        isum -= xz * (qsum - 8 * GROUP_SIZE)
+    gsum = isum.to(tl.float32)
+    if HAS_BIAS_INT:
+        mine = gstar[:, None] == (g + offs_g)[None, :]
+        gsum += tl.where(mine, bq[:, None], 0).to(tl.float32)
+    return accf + tl.sum(gsum * ws, axis=1)
+
+
+@triton.jit
 def _w4a8_gemv_kernel(
     xq_ptr, xs_ptr, xz_ptr, w_ptr, s_ptr, b_ptr, bq_ptr, gstar_ptr, y_ptr, p_ptr, c_ptr,
     N, K, stride_sn, stride_sg, K_SPLIT,
     GROUP_SIZE: tl.constexpr, GROUPS: tl.constexpr, ASYM: tl.constexpr, STATIC: tl.constexpr,
     HAS_BIAS: tl.constexpr, HAS_BIAS_INT: tl.constexpr, SPLIT_K: tl.constexpr,
     TAIL: tl.constexpr, BLOCK_N: tl.constexpr, ASM: tl.constexpr, XQ: tl.constexpr = False,
-    PDL: tl.constexpr = False, TRIGGER: tl.constexpr = False,
+    PDL: tl.constexpr = False, TRIGGER: tl.constexpr = False, AHEAD: tl.constexpr = False,
 ):  # fmt: skip
     """W4A8 at M == 1 without the matrix units: GROUPS quantization groups a loop step.
 
@@ -53,7 +86,10 @@ def _w4a8_gemv_kernel(
     even activations, high nibbles the odd ones. XQ: xq_ptr is the float activation row,
     quantized here step by step (as _int_act_mm_kernel's XQ), the codes packed into words
     for ``dp4a``. PDL: launched with programmatic dependent launch after the kernel that
-    wrote x (and xs, xz), which it waits for before reading them. TRIGGER: splitk.trigger."""
+    wrote x (and xs, xz), which it waits for before reading them. TRIGGER: splitk.trigger.
+    AHEAD (ASM, not XQ): the first step's codes and scales are loaded before the wait (the
+    weights are not the previous kernel's output), so with PDL they stream while the
+    activation kernel still runs; that step is done before the loop."""
     splitk.trigger(TRIGGER)
     MODE: tl.constexpr = 1 if ASYM else (2 if STATIC else 0)
     HALF: tl.constexpr = GROUP_SIZE * GROUPS // 2  # bytes of a row per step
@@ -76,21 +112,29 @@ def _w4a8_gemv_kernel(
     s_rows = s_ptr + offs_n.to(tl.int64)[:, None] * stride_sn + offs_g[None, :] * stride_sg
     k_lo = pid_k * K_SPLIT
     k_hi = tl.minimum(K, k_lo + K_SPLIT)
+    STEP: tl.constexpr = 2 * HALF
+    if AHEAD:  # the first step's weights, before the wait (every range holds whole steps)
+        p0 = tl.load(w_rows + k_lo // 8, mask=nmask[:, None], other=0x08080808)
+        ws0 = tl.load(s_rows + (k_lo // GROUP_SIZE) * stride_sg, mask=nmask[:, None], other=0.0)
     if PDL:  # x and its scale come from the kernel launched before this one
         gdc_wait()
     bq = tl.load(bq_ptr + offs_n, mask=nmask & HAS_BIAS_INT, other=0)
     gstar = tl.load(gstar_ptr + offs_n, mask=nmask & HAS_BIAS_INT, other=-1)
+    xz = 0
     if XQ:
         s1, z1 = one_row_scale(xq_ptr, xs_ptr, xs_ptr, K, MODE, STATIC, False, 127.0, 2048)
         xz = z1.to(tl.int32)
     elif ASYM:
         xz = tl.load(xz_ptr)  # int32
     accf = tl.zeros((BLOCK_N,), dtype=tl.float32)
-    for k0 in range(k_lo, k_hi, 2 * HALF):
+    if AHEAD:
+        x0 = tl.load(x_words + k_lo // 4)
+        accf = _words_dot(accf, p0, x0, ws0, k_lo // GROUP_SIZE, xz, bq, gstar, offs_g,
+                          GROUP_SIZE, GROUPS, WORDS, ASYM, HAS_BIAS_INT)  # fmt: skip
+    for k0 in range(k_lo + (STEP if AHEAD else 0), k_hi, STEP):
+        g = k0 // GROUP_SIZE
         if ASM:
             p = tl.load(w_rows + k0 // 8, mask=nmask[:, None], other=0x08080808)
-            lo = p & 0x0F0F0F0F
-            hi = (p >> 4) & 0x0F0F0F0F
             if XQ:  # four codes a word, the first in the low byte (the int8 tensor's bytes)
                 xf = tl.load(xq_ptr + k0 + tl.arange(0, 8 * WORDS))[None, :]
                 c = tl.reshape(quantize_one_row(xf, s1, z1, tl.int8, MODE, 127.0), (2 * WORDS, 4))
@@ -98,23 +142,9 @@ def _w4a8_gemv_kernel(
                 xw = tl.sum(c, axis=1)  # disjoint bytes: the sum is their OR
             else:
                 xw = tl.load(x_words + k0 // 4)
-            xa, xb = tl.split(tl.reshape(xw, (WORDS, 2)))
-            xe, xo = tl.inline_asm_elementwise(
-                _EVEN_ODD, "=r,=r,r,r", [xa, xb], dtype=(tl.int32, tl.int32), is_pure=True,
-                pack=1,
-            )  # fmt: skip
-            ones = tl.full((WORDS,), 0x01010101, tl.int32)
-            xsum = _dp4a(ones, xe, _dp4a(ones, xo, tl.zeros_like(xe)))
-            xsum = tl.sum(tl.reshape(xsum, (GROUPS, WORDS // GROUPS)), axis=1)
-            dots = _dp4a(hi, xo[None, :], _dp4a(lo, xe[None, :], tl.zeros_like(p)))
-            isum = tl.sum(tl.reshape(dots, (BLOCK_N, GROUPS, WORDS // GROUPS)), axis=2)
-            isum -= 8 * xsum[None, :]
-            if ASYM:  # Σ (q + 8) over the group, less 8 per code
-                ones2 = tl.full(p.shape, 0x01010101, tl.int32)
-                qsum = _dp4a(hi, ones2, _dp4a(lo, ones2, tl.zeros_like(p)))
-                qsum = tl.sum(tl.reshape(qsum, (BLOCK_N, GROUPS, WORDS // GROUPS)), axis=2)
-                isum -= xz * (qsum - 8 * GROUP_SIZE)
-            gsum = isum.to(tl.float32)
+            ws = tl.load(s_rows + g * stride_sg, mask=nmask[:, None], other=0.0)
+            accf = _words_dot(accf, p, xw, ws, g, xz, bq, gstar, offs_g, GROUP_SIZE, GROUPS,
+                              WORDS, ASYM, HAS_BIAS_INT)  # fmt: skip
         else:
             pb = tl.load(w_rows + k0 // 2, mask=nmask[:, None], other=0x88).to(tl.int32)
             lo = exact_float(pb & 0xF, 0) - (MAGIC + 8.0)
@@ -136,12 +166,11 @@ def _w4a8_gemv_kernel(
             if ASYM:
                 lh = tl.reshape(lo + hi, (BLOCK_N, GROUPS, GROUP_SIZE // 2))
                 gsum -= xz.to(tl.float32) * tl.sum(lh, axis=2)
-        g = k0 // GROUP_SIZE
-        if HAS_BIAS_INT:
-            mine = gstar[:, None] == (g + offs_g)[None, :]
-            gsum += tl.where(mine, bq[:, None], 0).to(tl.float32)
-        ws = tl.load(s_rows + g * stride_sg, mask=nmask[:, None], other=0.0)
-        accf += tl.sum(gsum * ws, axis=1)
+            if HAS_BIAS_INT:
+                mine = gstar[:, None] == (g + offs_g)[None, :]
+                gsum += tl.where(mine, bq[:, None], 0).to(tl.float32)
+            ws = tl.load(s_rows + g * stride_sg, mask=nmask[:, None], other=0.0)
+            accf += tl.sum(gsum * ws, axis=1)
     if SPLIT_K > 1:
         tl.store(p_ptr + pid_k.to(tl.int64) * N + offs_n, accf, mask=nmask)
         if TAIL:
@@ -186,6 +215,7 @@ def w4a8_gemv(
     n = wq.shape[0]
     backend = backend_of(y.device)
     cfg = {**GEMV_TILE, **(tile or {})}
+    ahead = pdl and cfg.get("AHEAD", _common.PDL_AHEAD)
     bn = cfg["BLOCK_N"]
     step = splitk.k_step(k, gs, cfg["STEP_K"])
     n_prog = triton.cdiv(n, bn)
@@ -198,6 +228,6 @@ def w4a8_gemv(
         *args, y, p.partials, p.counter_arg(), n, k, ws.stride(0), ws.stride(1), p.k_split,
         GROUPS=step // gs, SPLIT_K=p.split, TAIL=p.tail(splitk.epilogue_bits(**epi)),
         BLOCK_N=bn, ASM=words, num_warps=cfg["num_warps"], XQ=xq_in_kernel, PDL=pdl,
-        launch_pdl=pdl, TRIGGER=p.chain, **own,
+        launch_pdl=pdl, TRIGGER=p.chain, AHEAD=ahead and words and not xq_in_kernel, **own,
     )  # fmt: skip
     p.finish(y, **epi)

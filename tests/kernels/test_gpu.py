@@ -137,7 +137,9 @@ PDL_CASES = ["w4a8", "w4a8-asym", "w8a8", "w8a8-asym", "fp8-row", "fp8-tensor"]
 def test_programmatic_dependent_launch(case, m):
     """Decode with the activation kernel triggering and the decode kernel (W4A8's GEMV at
     M = 1 and decode_mma above, W8A8's and fp8's split-K kernels) launched with programmatic
-    dependent launch: the bits of the plain launches, eagerly and replayed from a CUDA graph,
+    dependent launch (the GEMV and the W8A8 and fp8 kernels loading their first step's weights
+    before the wait, _common.PDL_AHEAD): the bits of the plain launches, eagerly and replayed
+    from a CUDA graph,
     the inputs rewritten between replays (a kernel that read x before the activation kernel
     finished would see the old values)."""
     from aoq.kernels._common import pdl
