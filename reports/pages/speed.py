@@ -1,8 +1,10 @@
 """speed.html: from the newest bench run per backend that timed linears, per config × shape
 and mode (graph replay, eager, wall): speedup vs bf16, vs the peer (torchao, the faster of
-eager and compiled), and % of roofline, as bar charts (log axis where the range is wide) and
-one sortable, filterable table; then the other timings (bandwidth of casts, step times, host
-overhead) from the newest run that has each, and the run's ceilings.
+eager and compiled; the ``peer`` column names the faster side and any side not timed, since a
+skipped torch.compile leaves "vs peer" an upper bound), and % of roofline, as bar charts (log
+axis where the range is wide) and one sortable, filterable table; then the other timings
+(bandwidth of casts, step times, host overhead) from the newest run that has each, and the
+run's ceilings.
 
 Legacy rows (before ``aoq.testing.benchrows``) are adapted by ``reports.data.bench_records``.
 """
@@ -32,6 +34,7 @@ COLUMNS = [
     "p50_us",
     "bf16_us",
     "peer_us",
+    "peer",
     "speedup_vs_bf16",
     "speedup_vs_peer",
     "roofline",
@@ -46,6 +49,21 @@ def shape_key(shape: str) -> tuple:
     """M1-K8192-N8192 -> (1, 8192, 8192): shapes sort by size, not as text."""
     nums = [int(n) for n in re.findall(r"\d+", shape)]
     return (nums, shape)
+
+
+def peer_side(got: dict[str, Record]) -> tuple[float | None, str]:
+    """(p50, side) of the faster timed peer among one row's sides, the side named with the
+    peers that were not timed (skipped, failed): "torchao (torchao-compile not timed)"."""
+    timed: dict[str, float] = {}
+    for s in PEERS:
+        v = p50_of(got[s].metrics) if s in got and got[s].status == "pass" else None
+        if v:
+            timed[s] = v
+    if not timed:
+        return None, ""
+    side = min(timed, key=lambda s: timed[s])
+    untimed = [s for s in PEERS if s in got and got[s].status != "pass"]
+    return timed[side], side + (f" ({', '.join(untimed)} not timed)" if untimed else "")
 
 
 def has_latency(run: Run) -> bool:
@@ -71,8 +89,7 @@ def rows_of(run: Run) -> list[dict[str, Any]]:
         p50 = p50_of(m)
         bf16 = got.get("bf16")
         bf16_us = p50_of(bf16.metrics) if bf16 and bf16.status == "pass" else None
-        peers = [p50_of(got[s].metrics) for s in PEERS if s in got and got[s].status == "pass"]
-        peer_us = min((p for p in peers if p), default=None)
+        peer_us, peer = peer_side(got)
         vs_bf16 = m.get("speedup_vs_bf16") or (bf16_us / p50 if bf16_us and p50 else None)
         vs_peer = m.get("speedup_vs_peer") or (peer_us / p50 if peer_us and p50 else None)
         peer_note = "; ".join(
@@ -92,6 +109,7 @@ def rows_of(run: Run) -> list[dict[str, Any]]:
                 "p50_us": p50,
                 "bf16_us": bf16_us,
                 "peer_us": peer_us,
+                "peer": peer,
                 "speedup_vs_bf16": vs_bf16,
                 "speedup_vs_peer": vs_peer,
                 "roofline": m.get("roofline"),

@@ -105,8 +105,33 @@ def test_speed_page_rows_and_charts(site):
     decode = next(r for r in rows if r["shape"] == "M1-K4096-N4096")
     assert decode["speedup_vs_bf16"] == pytest.approx(1.0, rel=0.01)  # 30 / (20 * 1.5)
     assert decode["peer_us"] == pytest.approx(60.06, rel=0.01) and decode["n_samples"] == 20
+    assert decode["peer"] == "torchao"  # the fixture's run has no compiled side
     assert site["speed"].count('<svg class="chart"') == 3
     assert "speedup vs bf16 F.linear" in site["speed"] and "% of roofline" in site["speed"]
+
+
+def test_the_peer_column_names_the_faster_side_and_what_was_not_timed():
+    """A skipped torch.compile is named beside the eager side it left as the peer, so a reader
+    sees that "vs peer" was not against torchao's best; with both timed the faster one wins."""
+    from aoq.testing.benchrows import BenchCase, latency_record
+    from reports.pages.speed import peer_side
+
+    def row(side: str, us: float, status: str = "pass"):
+        c = BenchCase("int8wo", "bf16", "cuda", "M1-K8192-N8192", side, "graph")
+        return latency_record("r", c, [us] * 5, status=status)
+
+    eager, compiled = row("torchao", 230.0), row("torchao-compile", 25.9)
+    skipped = row("torchao-compile", 0.0, status="skip")
+    assert peer_side({"torchao": eager, "torchao-compile": compiled}) == (
+        pytest.approx(25.9),
+        "torchao-compile",
+    )
+    assert peer_side({"torchao": eager, "torchao-compile": skipped}) == (
+        pytest.approx(230.0),
+        "torchao (torchao-compile not timed)",
+    )
+    assert peer_side({"torchao": eager}) == (pytest.approx(230.0), "torchao")
+    assert peer_side({"torchao-compile": skipped}) == (None, "")
 
 
 def test_legacy_bench_run_on_the_speed_page(tmp_path):
