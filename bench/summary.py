@@ -62,12 +62,19 @@ def _m(shape: str) -> int:
     return int(shape.split("-")[0][1:])
 
 
-def linear_table(rows: list[tuple[Any, dict[str, Any]]]) -> list[str]:
-    """config x dtype: speedup vs bf16 per M (geometric mean over K x N), vs peer, roofline."""
+def linear_table(
+    rows: list[tuple[Any, dict[str, Any]]], eager_only: frozenset[str] = frozenset()
+) -> list[str]:
+    """config x dtype: speedup vs bf16 per M (geometric mean over K x N), vs peer, roofline.
+    ``eager_only``: the row keys (``BenchCase.row_key``) whose torch.compile peer was skipped
+    for budget; a config with such a cell compared to eager torchao gets a ``*``."""
     ms = sorted({_m(c.shape) for c, _ in rows})
     cells: dict[tuple[str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    starred: set[tuple[str, str]] = set()
     for c, m in rows:
         got = cells[(c.config, c.dtype)]
+        if c.row_key in eager_only and m.get("peer") == "torchao":
+            starred.add((c.config, c.dtype))
         got[f"M{_m(c.shape)}"].append(m.get("speedup_vs_bf16", 0.0))
         got["peer"].append(m.get("speedup_vs_peer", 0.0))
         got["roof"].append(m.get("roofline", 0.0))
@@ -78,9 +85,15 @@ def linear_table(rows: list[tuple[Any, dict[str, Any]]]) -> list[str]:
         cols = " ".join(f"{_fmt(_geo(got[f'M{m}'])):>7}" for m in ms)
         roof = [v for v in got["roof"] if v]
         med = statistics.median(roof) if roof else None
+        star = "*" if (config, dtype) in starred else ""
         lines.append(
-            f"{config:<{width}} {dtype:<5} {cols} {_fmt(_geo(got['peer'])):>8} "
+            f"{config:<{width}} {dtype:<5} {cols} {_fmt(_geo(got['peer'])) + star:>8} "
             f"{_fmt(med, '{:.0%}'):>9}"
+        )
+    if starred:
+        lines.append(
+            "* some cells against eager torchao only: their torch.compile was skipped for "
+            "budget (time them with --only)"
         )
     return lines
 
@@ -89,6 +102,14 @@ def summary_table(records: list[Record], ceilings: dict[str, float], gpu: bool) 
     mode = "graph" if gpu else "wall"
     out = ["ceilings: " + ", ".join(f"{k} {v:.4g}" for k, v in ceilings.items())]
     linear, kernels, training, host = [], [], [], []
+    eager_only = frozenset(
+        c.row_key
+        for r in records
+        if (c := parse_case(r.case_id)) is not None
+        and c.side == "torchao-compile"
+        and r.status == "skip"
+        and (r.reason or "").startswith("budget")
+    )
     for r in records:
         c = parse_case(r.case_id)
         if c is None or r.status != "pass" or c.side != "aoq":
@@ -117,7 +138,7 @@ def summary_table(records: list[Record], ceilings: dict[str, float], gpu: bool) 
             )
     if linear:
         out += ["", f"aoq linear speedup vs bf16 F.linear ({mode}; geometric mean over K x N):"]
-        out += linear_table(linear)
+        out += linear_table(linear, eager_only)
     if kernels:
         out += ["", "kernels:", *kernels]
     if training:
