@@ -166,6 +166,7 @@ def _w4a8_gemv_kernel(
             if ASYM:
                 lh = tl.reshape(lo + hi, (BLOCK_N, GROUPS, GROUP_SIZE // 2))
                 gsum -= xz.to(tl.float32) * tl.sum(lh, axis=2)
+            # _words_dot's tail written out: its scale load first made gfx942 spill to AGPRs
             if HAS_BIAS_INT:
                 mine = gstar[:, None] == (g + offs_g)[None, :]
                 gsum += tl.where(mine, bq[:, None], 0).to(tl.float32)
@@ -215,7 +216,7 @@ def w4a8_gemv(
     n = wq.shape[0]
     backend = backend_of(y.device)
     cfg = {**GEMV_TILE, **(tile or {})}
-    ahead = pdl and cfg.get("AHEAD", _common.PDL_AHEAD)
+    ahead = pdl and _common.PDL_AHEAD
     bn = cfg["BLOCK_N"]
     step = splitk.k_step(k, gs, cfg["STEP_K"])
     n_prog = triton.cdiv(n, bn)
