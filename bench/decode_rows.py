@@ -56,6 +56,9 @@ VARIANTS: dict[str, list[dict[str, Any]]] = {
 every format but MX fp8; per_sm: programs an SM the split aims for)."""
 
 SHAPES = ((8192, 8192), (4096, 14336), (14336, 4096))  # K x N
+EXACT_KEYS = {"ROWS", "PDL", "CHAIN", "AHEAD", "XQ", "XQ_BLOCK_N", "XQ_num_warps"}
+"""Variants whose keys are all here must give the TILE's bits (only the padding, the launch,
+or the GEMV's rows a program changed); others (a split or a step) agree to 1e-2."""
 
 
 @triton.jit
@@ -260,7 +263,7 @@ def main() -> None:
             }
             try:
                 got = _runner(wf, groups, xs[0], ws[0], tile, fmt)()
-                if set(tile) <= {"ROWS", "PDL", "CHAIN", "AHEAD"}:
+                if set(tile) <= EXACT_KEYS:
                     ok = torch.equal(got.nan_to_num(), base.nan_to_num())
                 else:
                     err = ((got.float() - base.float()).norm() / base.float().norm()).item()

@@ -17,7 +17,10 @@ from aoq.kernels.target_specs import (
 
 def gemv_specs(target: str) -> list[Spec]:
     """The GEMVs (no matrix instructions) and the split-K reduction. The W4A8 GEMV's integer
-    dot products are NVIDIA PTX (``dp4a``); AMD compiles its float path."""
+    dot products are NVIDIA PTX (``dp4a``); AMD compiles its float path; its tiles are
+    GEMV_TILE's."""
+    from aoq.kernels.w4a8_gemv import GEMV_TILE
+
     gemv_sig = {
         "xq_ptr": "*i8",
         "xs_ptr": "*fp32",
@@ -37,8 +40,9 @@ def gemv_specs(target: str) -> list[Spec]:
         "K_SPLIT": "i32",
     }
     gemv_ce = dict(
-        GROUP_SIZE=32, GROUPS=8, ASYM=False, STATIC=False, HAS_BIAS=True, HAS_BIAS_INT=False,
-        SPLIT_K=4, TAIL=split_tail(), BLOCK_N=64, ASM=target.startswith("sm"), PDL=False,
+        GROUP_SIZE=32, GROUPS=GEMV_TILE["STEP_K"] // 32, ASYM=False, STATIC=False,
+        HAS_BIAS=True, HAS_BIAS_INT=False, SPLIT_K=4, TAIL=split_tail(),
+        BLOCK_N=GEMV_TILE["BLOCK_N"], ASM=target.startswith("sm"), PDL=False,
     )  # fmt: skip
     red_sig = {
         "part_ptr": "*fp32",
@@ -86,9 +90,20 @@ def gemv_specs(target: str) -> list[Spec]:
             "int8wo.gemv_words", "gemv", "_gemv_words_kernel", words_sig, int8_words, mma=False
         ),
         w4a8_gemv := Spec(
-            "w4a8.gemv", "w4a8_gemv", "_w4a8_gemv_kernel", gemv_sig, gemv_ce, warps=2, mma=False
+            "w4a8.gemv",
+            "w4a8_gemv",
+            "_w4a8_gemv_kernel",
+            gemv_sig,
+            gemv_ce,
+            warps=GEMV_TILE["num_warps"],
+            mma=False,
         ),  # fmt: skip
-        one_row_variant(replace(w4a8_gemv, name="w4a8.gemv_one_row"), "xq_ptr", XQ=True),
+        one_row_variant(
+            replace(w4a8_gemv, name="w4a8.gemv_one_row", warps=GEMV_TILE["XQ_num_warps"]),
+            "xq_ptr",
+            XQ=True,
+            BLOCK_N=GEMV_TILE["XQ_BLOCK_N"],
+        ),  # fmt: skip
         # programmatic dependent launch (griddepcontrol): sm90 and later
         *([pdl_variant(w4a8_gemv, True)] if target in PDL_TARGETS else []),
         reduce := Spec("splitk.reduce", "splitk", "_reduce_kernel", red_sig, red_ce, mma=False),

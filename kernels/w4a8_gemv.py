@@ -184,14 +184,28 @@ def _w4a8_gemv_kernel(
         tl.store(y_ptr + offs_n, y.to(y_ptr.dtype.element_ty), mask=nmask)
 
 
-GEMV_TILE = {"BLOCK_N": 64, "STEP_K": 256, "num_warps": 2, "per_sm": 8}
+GEMV_TILE = {
+    "BLOCK_N": 16, "STEP_K": 1024, "num_warps": 2, "per_sm": 8, "XQ_BLOCK_N": 32,
+    "XQ_num_warps": 2,
+}  # fmt: skip
 """W4A8 GEMV: rows per program, K per loop step (whole groups: the largest power-of-two
-multiple of the group up to STEP_K that divides K), warps, split-K target programs per SM.
-Session 8 (float32 path, group 32, act quant included, graph replays on an H200): four
-groups of 32 rows on 2 warps, 29.0 us at K = N = 8192 and 26.1 at 4096 x 14336 (one group
-of 128 rows: 38.8 and 34.4). Session 9 (``dp4a``, 16 tiles): this tile 18.7, 16.8 and 21.5
-at 14336 x 4096; the old one 21.3, 18.9 and 23.9; no tile was best on all three shapes,
-none beat this one by more than 0.6 us, and 128-code steps of 64 or 128 rows lost 2-4 us."""
+multiple of the group up to STEP_K that divides K), warps, split-K target programs per SM;
+``XQ_*``: the rows and warps of the launch that quantizes x itself (eager M = 1), whose
+programs each quantize their own copy of a step of x, so fewer and wider ones pay off. Its
+split is the BLOCK_N launch's (w4a8_gemv), so the float32 order of the exact group sums (a
+step's groups, then the steps, then the splits) is the same; what can still differ is the
+order inside a step's sum over its groups, which follows the register layout of
+[rows, groups] and so the rows and warps. 16 rows and 32 rows on two warps gave one
+another's bits on an H100 (every issue shape, and tests/kernels/test_one_row.py's GPU test:
+the fused launch against the two launches); 64 rows, or 16 on one warp, did not, at 4096 x
+14336. Change the two tiles together and rerun that test.
+H100 graph replays, activation kernel + GEMV, M1, 8192^2 / 4096 x 14336 / 14336 x 4096
+(bench.decode_rows, session 24): under PDL 64 x 256 20.8 / 18.4 / 19.6 us, 32 x 512 19.8 /
+17.7 / 18.3, 16 x 1024 19.2-19.3 / 16.1-16.4 / 17.9-18.3 (4 warps 20.8 / 15.9-16.0 /
+17.1-17.6); x quantized in the GEMV at the 16-row split: 32 rows 23.2 / 19.3-19.5 / 23.9-24.3
+against 64 x 256's 26.5 / 23.4 / 29.2 and 16 rows' 28.4 / 24.8 / 27.1. A longer step is a
+longer first step loaded before the wait (AHEAD). Earlier: session 8 (float32 path) four
+groups of 32 rows on 2 warps; session 9 (``dp4a``) 64 x 256."""
 
 
 def w4a8_gemv(
@@ -217,10 +231,12 @@ def w4a8_gemv(
     backend = backend_of(y.device)
     cfg = {**GEMV_TILE, **(tile or {})}
     ahead = pdl and _common.PDL_AHEAD
-    bn = cfg["BLOCK_N"]
     step = splitk.k_step(k, gs, cfg["STEP_K"])
+    p = splitk.plan(y, backend, triton.cdiv(n, cfg["BLOCK_N"]), k, step, split,
+                    per_sm=cfg["per_sm"])  # fmt: skip
+    bn = cfg["XQ_BLOCK_N"] if xq_in_kernel else cfg["BLOCK_N"]
+    warps = cfg["XQ_num_warps"] if xq_in_kernel else cfg["num_warps"]
     n_prog = triton.cdiv(n, bn)
-    p = splitk.plan(y, backend, n_prog, k, step, split, per_sm=cfg["per_sm"])
     own = {key: flags[key] for key in ("GROUP_SIZE", "ASYM", "STATIC", "HAS_BIAS", "HAS_BIAS_INT")}
     x_words = xq_in_kernel or xq.data_ptr() % 4 == 0  # (a float row is read as floats)
     words = backend is Backend.CUDA and x_words and wq.data_ptr() % 4 == 0
@@ -228,7 +244,7 @@ def w4a8_gemv(
     launch(_w4a8_gemv_kernel, (n_prog, p.split),
         *args, y, p.partials, p.counter_arg(), n, k, ws.stride(0), ws.stride(1), p.k_split,
         GROUPS=step // gs, SPLIT_K=p.split, TAIL=p.tail(splitk.epilogue_bits(**epi)),
-        BLOCK_N=bn, ASM=words, num_warps=cfg["num_warps"], XQ=xq_in_kernel, PDL=pdl,
+        BLOCK_N=bn, ASM=words, num_warps=warps, XQ=xq_in_kernel, PDL=pdl,
         launch_pdl=pdl, TRIGGER=p.chain, AHEAD=ahead and words and not xq_in_kernel, **own,
     )  # fmt: skip
     p.finish(y, **epi)

@@ -280,6 +280,38 @@ def test_w4a8_gemv_steps_of_several_groups(monkeypatch, mode, step):
     assert splitk.k_step(32 * 6, 32, 128) == 64  # 6 groups: steps of 2 divide K
 
 
+@pytest.mark.parametrize("mode", [0, 1], ids=["sym", "asym"])
+def test_w4a8_gemv_bits_do_not_depend_on_the_rows_a_program(mode):
+    """Under the interpreter (numpy sums, no register layout) the GEMV's bits follow its step
+    and split alone: 16, 32 or 64 rows a program (GEMV_TILE BLOCK_N, and XQ_BLOCK_N for the
+    launch that quantizes x itself, which keeps the BLOCK_N launch's split) give one
+    another's bits, and the x-quantizing launch the two-launch bits. On a GPU the layout
+    can change a step's sum too (w4a8_gemv.GEMV_TILE): test_one_row's GPU test checks the
+    tiles in use there."""
+    from aoq.kernels import w4a8_gemv
+
+    w, x = torch.randn(80, 2048), torch.randn(1, 2048)
+    q4, s4 = affine.quantize_int4_symmetric(w, 32)
+    wq = pack_uint4(q4 + 8)
+    xq, xs, xz = aq.quantize_int8_act(x, mode, None)
+    flags = dict(GROUP_SIZE=32, ASYM=mode == 1, STATIC=False, HAS_BIAS=False, HAS_BIAS_INT=False)
+    for split in (1, 2):
+        got = []
+        for rows in (16, 32, 64):
+            tile = {"BLOCK_N": rows, "STEP_K": 512, "XQ_BLOCK_N": rows}
+            y = torch.empty(1, 80)
+            w4a8_gemv.w4a8_gemv((xq, xs, xz, wq, s4, s4, s4, s4), y, 2048, 32, flags, split,
+                                False, tile=tile)  # fmt: skip
+            got.append(y)
+            y1, xs1 = torch.empty(1, 80), torch.empty(1)
+            w4a8_gemv.w4a8_gemv((x, xs1, xs1, wq, s4, s4, s4, s4), y1, 2048, 32, flags, split,
+                                True, tile={**tile, "BLOCK_N": 16})  # fmt: skip
+            got.append(y1)
+        assert all(torch.equal(got[0], g) for g in got[1:]), split
+    want = ia.int_act_mm(xq, xs, xz if mode == 1 else None, wq, s4, None, None, torch.float32, 0)
+    assert max_rel_error(want, got[0]) < 1e-6
+
+
 @pytest.mark.parametrize("step", [64, 256])
 def test_w4a8_gemv_reads_scales_in_either_order(step):
     """The M = 1 GEMV takes the scales [N, G] row-major or group-major (strides)."""
