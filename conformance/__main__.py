@@ -197,6 +197,9 @@ def _run_part(opts: Options) -> tuple[list[Record], int]:
             file=sys.stderr,
             flush=True,
         )
+        for feature, why in session.features.items():
+            print(f"platform feature {feature} ({run.backend}+{feature}.toml read): {why}",
+                  file=sys.stderr, flush=True)  # fmt: skip
         records = session.run_cases()
         print(session.timing(), file=sys.stderr, flush=True)
         left = len(session.left)

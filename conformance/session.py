@@ -141,6 +141,7 @@ def new_run_info(hello: dict[str, Any], opts: Options) -> RunInfo:
         "cuda": hello.get("cuda"),
         "hip": hello.get("hip"),
         "python": platform.python_version(),
+        "features": dict(hello.get("features") or {}),
     }
     return RunInfo(
         run_id=run_id,
@@ -219,7 +220,8 @@ class Session:
             self.run = new_run_info(hello, o)
             self.store.add_run(self.run)
         self.writer = JsonlWriter(self.run, o.runs_dir, _jsonl_name(self.run.run_id, o.shard))
-        self.profile = profiles.load_profile(o.profiles, o.backend, hello["arch"])
+        self.features: dict[str, str] = dict(hello.get("features") or {})
+        self.profile = profiles.load_profile(o.profiles, o.backend, hello["arch"], self.features)
         cases = matrix.cases(o.backend, o.quick, only=o.only)
         if o.shard and o.shard_filters:
             cases = matrix.shard(cases, *o.shard)

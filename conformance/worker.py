@@ -118,6 +118,23 @@ def _cpu_name() -> str:
     return pf.processor() or pf.machine()
 
 
+def platform_features(backend: str) -> dict[str, str]:
+    """What this machine has or lacks beyond its backend and arch that changes which kernel a
+    case may run: feature -> the probe's reason. The run records them (``extra.features``)
+    and reads ``profiles/<backend>+<feature>.toml`` for each (aoq.testing.profiles).
+
+    ``slow-fp8-gemm`` (cpu): torch's CPU fp8 ``_scaled_mm`` is unvectorized here, so the fp8
+    W8A8 configs run the reference as a recorded fallback (aoq.tensors.float8's probe)."""
+    features: dict[str, str] = {}
+    if backend == "cpu":
+        from aoq.tensors.float8 import _cpu_scaled_mm_slow
+
+        slow = _cpu_scaled_mm_slow()
+        if slow is not None:
+            features["slow-fp8-gemm"] = slow
+    return features
+
+
 def hello() -> dict[str, Any]:
     import torch
 
@@ -145,6 +162,7 @@ def hello() -> dict[str, Any]:
         "cuda": torch.version.cuda,
         "hip": torch.version.hip,
         "pid": os.getpid(),
+        "features": platform_features(platform.backend.value),
     }
 
 

@@ -9,6 +9,7 @@ Attrs: act (ActQuant.NONE | FP8_ROW | FP8_TENSOR), config_id, config_json.
 from __future__ import annotations
 
 import functools
+import os
 import time
 from collections.abc import Callable
 
@@ -143,17 +144,23 @@ def _best_ms(fn: Callable[[], object], reps: int = 5) -> float:
 @functools.lru_cache(maxsize=1)
 def _cpu_scaled_mm_slow() -> str | None:
     """Why this torch's CPU fp8 _scaled_mm is not worth calling here, or None: timed once per
-    process on one small product."""
-    a8 = torch.randn(64, 512).to(torch.float8_e4m3fn)
-    b8 = torch.randn(512, 512).to(torch.float8_e4m3fn)
-    one = torch.ones(())
-    ms = _best_ms(
-        lambda: torch._scaled_mm(a8, b8.t(), scale_a=one, scale_b=one, out_dtype=torch.float32)
-    )
+    process on one small product. TEST-ONLY, never for production: ``AOQ_TEST_CPU_FP8_MS``
+    replaces the measured time (so a test can run a slow host's conformance on a fast one)."""
+    forced = os.environ.get("AOQ_TEST_CPU_FP8_MS")
+    if forced:  # TEST-ONLY: what a slow (or fast) host measures, for end-to-end tests
+        ms, how = float(forced), " (AOQ_TEST_CPU_FP8_MS)"
+    else:
+        a8 = torch.randn(64, 512).to(torch.float8_e4m3fn)
+        b8 = torch.randn(512, 512).to(torch.float8_e4m3fn)
+        one = torch.ones(())
+        ms = _best_ms(
+            lambda: torch._scaled_mm(a8, b8.t(), scale_a=one, scale_b=one, out_dtype=torch.float32)
+        )
+        how = ""
     if ms > SLOW_MS:
         return (
             f"torch {torch.__version__}'s CPU fp8 _scaled_mm is unvectorized on this CPU "
-            f"({ms:.0f} ms for 64x512x512; a vectorized one takes ~1 ms)"
+            f"({ms:.0f} ms for 64x512x512{how}; a vectorized one takes ~1 ms)"
         )
     return None
 

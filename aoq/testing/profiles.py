@@ -1,6 +1,11 @@
 """Tolerance profiles: data, layered, every change with its reason.
 
-``default.toml`` < ``<backend>.toml`` < ``<backend>-<arch>.toml`` (e.g. ``rocm-gfx942.toml``).
+``default.toml`` < ``<backend>.toml`` < ``<backend>-<arch>.toml`` (e.g. ``rocm-gfx942.toml``)
+< ``<backend>+<feature>.toml`` for each *platform feature* the run's worker reported: a fact of
+this machine beyond its backend and arch, with the probe's reason (e.g. ``cpu+slow-fp8-gemm``:
+torch's CPU fp8 GEMM is unvectorized on this CPU, so aoq records a fallback where it would
+run ``aten._scaled_mm``; conformance.worker.platform_features). Such a file is read only on a
+machine that has the feature, so what it excuses must still pass everywhere else.
 ``default.toml`` holds the base values as tables; every other file may only hold entries that
 say why::
 
@@ -31,6 +36,7 @@ import dataclasses
 import fnmatch
 import math
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -250,9 +256,12 @@ def _check_entry(e: Entry, base: dict[str, Any]) -> None:
             )
 
 
-def load_profile(directory: str | os.PathLike[str], backend: str, arch: str) -> Profile:
+def load_profile(
+    directory: str | os.PathLike[str], backend: str, arch: str, features: Iterable[str] = ()
+) -> Profile:
     """The profile for ``backend`` on ``arch``: default.toml, then ``<backend>.toml``, then
-    ``<backend>-<arch>.toml``, each optional except the first."""
+    ``<backend>-<arch>.toml``, then ``<backend>+<feature>.toml`` for each of ``features`` (in
+    sorted order), each optional except the first."""
     root = Path(directory)
     default = root / "default.toml"
     if not default.is_file():
@@ -270,7 +279,11 @@ def load_profile(directory: str | os.PathLike[str], backend: str, arch: str) -> 
     label = _label(default)
     entries = _entries(default, doc, base, label)
     files = [label]
-    for name in (f"{backend}.toml", f"{backend}-{arch}.toml"):
+    for name in (
+        f"{backend}.toml",
+        f"{backend}-{arch}.toml",
+        *(f"{backend}+{f}.toml" for f in sorted(set(features))),
+    ):
         path = root / name
         if not path.is_file() or (name == f"{backend}-{arch}.toml" and arch == backend):
             continue

@@ -52,6 +52,33 @@ def test_layers_apply_in_order_and_record_their_source(prof):
     )
 
 
+def test_feature_layers_are_read_only_where_the_machine_has_the_feature(prof):
+    """``<backend>+<feature>.toml`` comes last, and only for a feature the worker reported; the
+    shipped cpu+slow-fp8-gemm excuses the fp8 W8A8 kernel checks and nothing else."""
+    d = prof("cpu.toml", "")
+    prof(
+        "cpu+slow-x.toml",
+        '[[xfail]]\nconfig = "fp8-*"\ncheck = "*kernel"\nreason = "slow x here"\n',
+    )
+    assert load_profile(d, "cpu", "cpu").expectation("fp8-row", "bf16", "M1", "kernel") is None
+    p = load_profile(d, "cpu", "cpu", {"slow-x": "probe says so"})
+    assert p.files[-1].endswith("cpu+slow-x.toml")
+    exp = p.expectation("fp8-row", "bf16", "M1", "model_kernel")
+    assert exp is not None and exp.kind == "xfail" and "cpu+slow-x.toml#xfail-1" in exp.source
+    assert p.expectation("fp8-row", "bf16", "M1", "output") is None
+    assert load_profile(d, "cpu", "cpu", ["no-such-file"]).files == p.files[:-1]
+    shipped = load_profile(REPO / "conformance/profiles", "cpu", "cpu", ["slow-fp8-gemm"])
+    for config in ("fp8-row", "fp8-tensor"):
+        for check in ("kernel", "model_kernel"):
+            assert shipped.expectation(config, "fp32", "M1-K256-N256", check).kind == "xfail"
+        for check in ("output", "sqnr", "save_load", "cross_device"):
+            assert shipped.expectation(config, "fp32", "M1-K256-N256", check) is None
+    assert shipped.expectation("fp8wo", "fp32", "M1-K256-N256", "kernel") is None
+    with pytest.raises(ProfileError, match="round-trip"):
+        prof("cpu+bad.toml", '[[xfail]]\ncheck = "save_load"\nreason = "no"\n')
+        load_profile(d, "cpu", "cpu", ["bad"])
+
+
 def test_longest_prefix_floor_and_missing_floor_is_a_clear_error(prof):
     p = load_profile(prof("cpu.toml", ""), "cpu", "cpu")
     assert p.tolerance("sqnr", "w8a8-static", "bf16", "M1").values["floor"] == 34.0
