@@ -13,7 +13,7 @@ VPY     := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 endif
 
-.PHONY: venv test lint typecheck unit conform bench report clean container-test kernels-interpret
+.PHONY: venv test lint typecheck unit conform bench report clean container-test kernels-interpret hooks
 
 venv: $(STAMP)
 
@@ -74,6 +74,11 @@ kernels-interpret: venv
 
 test: lint typecheck unit kernels-interpret
 	$(MAKE) conform QUICK=1 BACKEND=cpu
+
+# The git pre-commit guard of committed runs (ci/hooks/pre-commit): reports/runs must be in the
+# tree and no run deleted or edited.
+hooks:
+	install -m 755 ci/hooks/pre-commit "$$(git rev-parse --git-path hooks)/pre-commit"
 
 clean:
 	rm -rf $(VENV) build *.egg-info

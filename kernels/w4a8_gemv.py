@@ -234,6 +234,8 @@ def w4a8_gemv(
     step = splitk.k_step(k, gs, cfg["STEP_K"])
     p = splitk.plan(y, backend, triton.cdiv(n, cfg["BLOCK_N"]), k, step, split,
                     per_sm=cfg["per_sm"])  # fmt: skip
+    if cfg["XQ_BLOCK_N"] < cfg["BLOCK_N"]:  # the plan's counters are per BLOCK_N tile
+        raise ValueError(f"XQ_BLOCK_N {cfg['XQ_BLOCK_N']} < BLOCK_N {cfg['BLOCK_N']}")
     bn = cfg["XQ_BLOCK_N"] if xq_in_kernel else cfg["BLOCK_N"]
     warps = cfg["XQ_num_warps"] if xq_in_kernel else cfg["num_warps"]
     n_prog = triton.cdiv(n, bn)
