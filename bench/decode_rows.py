@@ -56,7 +56,7 @@ VARIANTS: dict[str, list[dict[str, Any]]] = {
 every format but MX fp8; per_sm: programs an SM the split aims for)."""
 
 SHAPES = ((8192, 8192), (4096, 14336), (14336, 4096))  # K x N
-EXACT_KEYS = {"ROWS", "PDL", "CHAIN", "AHEAD", "XQ", "XQ_BLOCK_N", "XQ_num_warps"}
+EXACT_KEYS = {"ROWS", "PDL", "CHAIN", "AHEAD", "XQ", "XQ_BLOCK_N", "XQ_num_warps", "ALIGNED"}
 """Variants whose keys are all here must give the TILE's bits (only the padding, the launch,
 or the GEMV's rows a program changed); others (a split or a step) agree to 1e-2."""
 

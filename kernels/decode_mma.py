@@ -59,7 +59,7 @@ def _decode_mma_kernel(
     UPCAST: tl.constexpr, WT: tl.constexpr = False, PREF: tl.constexpr = False,
     BIG: tl.constexpr = 0, ROWS: tl.constexpr = 16, IMMA: tl.constexpr = False,
     LOOP_STAGES: tl.constexpr = 0, ZW: tl.constexpr = False, TILED: tl.constexpr = False,
-    PDL: tl.constexpr = False, TRIGGER: tl.constexpr = False,
+    PDL: tl.constexpr = False, TRIGGER: tl.constexpr = False, ALIGNED: tl.constexpr = False,
 ):  # fmt: skip
     """Program (n, s): outputs [ROWS, BLOCK_N] (x padded to ROWS rows: 16, or 8 for M <= 8,
     the n of NVIDIA's m16n8k16) over K range s. int4 (WFMT 1: zero points from
@@ -73,7 +73,10 @@ def _decode_mma_kernel(
     stores float32 partials, which the last program of the column tile (TAIL,
     splitk.finish) or splitk.reduce_partials sums, then applies int8's channel scale, xs
     and the bias. PDL: launched with programmatic dependent launch after the kernel that
-    wrote x (and xs, xz), which it waits for before reading them. TRIGGER: splitk.trigger."""
+    wrote x (and xs, xz), which it waits for before reading them. TRIGGER: splitk.trigger.
+    ALIGNED (a probe, off in TILE until timed): row-major int4 / W4A8 / MX fp4 codes hinted
+    one aligned run a group, so sm80-sm100 load them with 16-byte cp.async instead of two
+    8-byte ones (bench/NOTES.md, session 24)."""
     splitk.trigger(TRIGGER)
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
@@ -105,13 +108,13 @@ def _decode_mma_kernel(
             acc, acc_t = _group_steps(
                 acc, acc_t, xrows, wrows, s_ptr, z_ptr, srow, nmask, mmask, xz, k_lo, k_hi,
                 stride_sg, WFMT, GROUP_SIZE, GROUPS, XQ, XZ, BLOCK_K, ASM, UPCAST, WT, PREF, True,
-                IMMA, LOOP_STAGES, ZW, TILED,
+                IMMA, LOOP_STAGES, ZW, TILED, ALIGNED,
             )  # fmt: skip
         else:
             acc, acc_t = _group_steps(
                 acc, acc_t, xrows, wrows, s_ptr, z_ptr, srow, nmask, mmask, xz, k_lo, k_hi,
                 stride_sg, WFMT, GROUP_SIZE, GROUPS, XQ, XZ, BLOCK_K, ASM, UPCAST, WT, PREF, False,
-                IMMA, LOOP_STAGES, ZW, TILED,
+                IMMA, LOOP_STAGES, ZW, TILED, ALIGNED,
             )  # fmt: skip
     else:
         if WFMT == 2:  # float8 codes read as their bytes (the conversion is ours)

@@ -127,6 +127,7 @@ def _group_steps(
     XZ: tl.constexpr, BLOCK_K: tl.constexpr, ASM: tl.constexpr, UPCAST: tl.constexpr,
     WT: tl.constexpr, PREF: tl.constexpr, BIG: tl.constexpr, IMMA: tl.constexpr = False,
     LOOP_STAGES: tl.constexpr = 0, ZW: tl.constexpr = False, TILED: tl.constexpr = False,
+    ALIGNED: tl.constexpr = False,
 ):  # fmt: skip
     """The main loop of the grouped formats (int4, W4A8, MX) over K range [k_lo, k_hi):
     (acc, acc_t) plus this range's products. ``wrows``: each row's first code byte plus the
@@ -168,7 +169,13 @@ def _group_steps(
                 acc, acc_t = _weights_mma(acc, acc_t, mxfp8_codes(b, s_cur, BIG, ASM), xt,
                                           UPCAST, WT)  # fmt: skip
             else:
-                wp = wrows + int4_cols(kg // 2, TILED, GROUP_SIZE // 2)
+                kb = kg // 2
+                if ALIGNED and not TILED:  # (probe: decode_mma.TILE's ALIGNED, off)
+                    # kg is a multiple of the group (every K range starts at a multiple of
+                    # the step), so the group's codes are one run aligned to its length:
+                    # sm90 then loads them 16 bytes at a time (cp.async 0x10, not two 0x8)
+                    kb = tl.multiple_of(kb, GROUP_SIZE // 2)
+                wp = wrows + int4_cols(kb, TILED, GROUP_SIZE // 2)
                 acc, acc_t = _nibble_step(acc, acc_t, xt, wp, nmask, s_cur, z_cur,
                                           WFMT, GROUP_SIZE, BIG, ASM, UPCAST, WT,
                                           IMMA)  # fmt: skip

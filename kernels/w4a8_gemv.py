@@ -32,6 +32,16 @@ def _dp4a(a, b, c):
 
 
 @triton.jit
+def _word(k, ALIGNED: tl.constexpr):
+    """The code word of a row where the step at code ``k`` starts; ALIGNED: hinted a multiple
+    of four words (every step starts at a multiple of 32 codes), so the step's words load 16
+    bytes at a time."""
+    if ALIGNED:
+        return tl.multiple_of(k // 8, 4)
+    return k // 8
+
+
+@triton.jit
 def _words_dot(
     accf, p, xw, ws, g, xz, bq, gstar, offs_g,
     GROUP_SIZE: tl.constexpr, GROUPS: tl.constexpr, WORDS: tl.constexpr, ASYM: tl.constexpr,
@@ -72,6 +82,7 @@ def _w4a8_gemv_kernel(
     HAS_BIAS: tl.constexpr, HAS_BIAS_INT: tl.constexpr, SPLIT_K: tl.constexpr,
     TAIL: tl.constexpr, BLOCK_N: tl.constexpr, ASM: tl.constexpr, XQ: tl.constexpr = False,
     PDL: tl.constexpr = False, TRIGGER: tl.constexpr = False, AHEAD: tl.constexpr = False,
+    ALIGNED: tl.constexpr = False,
 ):  # fmt: skip
     """W4A8 at M == 1 without the matrix units: GROUPS quantization groups a loop step.
 
@@ -89,7 +100,9 @@ def _w4a8_gemv_kernel(
     wrote x (and xs, xz), which it waits for before reading them. TRIGGER: splitk.trigger.
     AHEAD (ASM, not XQ): the first step's codes and scales are loaded before the wait (the
     weights are not the previous kernel's output), so with PDL they stream while the
-    activation kernel still runs; that step is done before the loop."""
+    activation kernel still runs; that step is done before the loop. ALIGNED (a probe, off
+    in GEMV_TILE until timed): each step's code words hinted as aligned runs of four, so
+    sm90 loads them 16 bytes at a time (ld.global.v4, not v2; bench/NOTES.md, session 24)."""
     splitk.trigger(TRIGGER)
     MODE: tl.constexpr = 1 if ASYM else (2 if STATIC else 0)
     HALF: tl.constexpr = GROUP_SIZE * GROUPS // 2  # bytes of a row per step
@@ -114,7 +127,7 @@ def _w4a8_gemv_kernel(
     k_hi = tl.minimum(K, k_lo + K_SPLIT)
     STEP: tl.constexpr = 2 * HALF
     if AHEAD:  # the first step's weights, before the wait (every range holds whole steps)
-        p0 = tl.load(w_rows + k_lo // 8, mask=nmask[:, None], other=0x08080808)
+        p0 = tl.load(w_rows + _word(k_lo, ALIGNED), mask=nmask[:, None], other=0x08080808)
         ws0 = tl.load(s_rows + (k_lo // GROUP_SIZE) * stride_sg, mask=nmask[:, None], other=0.0)
     if PDL:  # x and its scale come from the kernel launched before this one
         gdc_wait()
@@ -134,7 +147,7 @@ def _w4a8_gemv_kernel(
     for k0 in range(k_lo + (STEP if AHEAD else 0), k_hi, STEP):
         g = k0 // GROUP_SIZE
         if ASM:
-            p = tl.load(w_rows + k0 // 8, mask=nmask[:, None], other=0x08080808)
+            p = tl.load(w_rows + _word(k0, ALIGNED), mask=nmask[:, None], other=0x08080808)
             if XQ:  # four codes a word, the first in the low byte (the int8 tensor's bytes)
                 xf = tl.load(xq_ptr + k0 + tl.arange(0, 8 * WORDS))[None, :]
                 c = tl.reshape(quantize_one_row(xf, s1, z1, tl.int8, MODE, 127.0), (2 * WORDS, 4))
@@ -225,7 +238,7 @@ def w4a8_gemv(
     forced split-K, ``pdl`` a launch with programmatic dependent launch (the caller checked
     the GPU has it, _common.pdl: the kernel starts while the one before it, which wrote x
     and its scale, still runs, and waits for it before reading them), ``tile`` overrides of
-    GEMV_TILE's keys."""
+    GEMV_TILE's keys (and ``ALIGNED``, the kernel's probe)."""
     xq, x_scale, wq, ws, bias = args[0], args[1], args[3], args[4], args[5]
     n = wq.shape[0]
     backend = backend_of(y.device)
@@ -247,6 +260,7 @@ def w4a8_gemv(
         *args, y, p.partials, p.counter_arg(), n, k, ws.stride(0), ws.stride(1), p.k_split,
         GROUPS=step // gs, SPLIT_K=p.split, TAIL=p.tail(splitk.epilogue_bits(**epi)),
         BLOCK_N=bn, ASM=words, num_warps=warps, XQ=xq_in_kernel, PDL=pdl,
-        launch_pdl=pdl, TRIGGER=p.chain, AHEAD=ahead and words and not xq_in_kernel, **own,
+        launch_pdl=pdl, TRIGGER=p.chain, AHEAD=ahead and words and not xq_in_kernel,
+        ALIGNED=cfg.get("ALIGNED", False), **own,
     )  # fmt: skip
     p.finish(y, **epi)

@@ -289,3 +289,18 @@ def test_rows_must_hold_x():
         dm.decode_mma(*args[:5], y, *args[5:], None, tile={"ROWS": 8})
     with pytest.raises(ValueError, match="ROWS=32"):
         dm.decode_mma(*args[:5], y, *args[5:], None, tile={"ROWS": 32})
+
+
+@pytest.mark.parametrize("m", [1, 16])
+@pytest.mark.parametrize("split", [1, 3])
+@pytest.mark.parametrize("fmt", ["int4", "w4a8", "w4a8-asym"])
+def test_aligned_group_codes_are_the_same_bits(m, split, fmt):
+    """The ALIGNED probe (each group's codes hinted as one aligned run, so sm90 loads them 16
+    bytes at a time) reads the same bytes: the same output bit for bit."""
+    args, extra = _eight_row_case(fmt, m)
+    ys = []
+    for tile in ({}, {"ALIGNED": True}):
+        out = torch.float32 if fmt.startswith("w4a8") else OUT
+        ys.append(torch.empty(m, args[1].shape[0], dtype=out, device=DEV))
+        dm.decode_mma(*args[:5], ys[-1], *args[5:], split, tile=tile, **extra)
+    assert torch.equal(ys[0], ys[1])

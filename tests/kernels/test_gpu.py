@@ -238,3 +238,47 @@ def test_chained_reduction_in_graphs(config, m, monkeypatch):
         outs.append(replays)
     for a, b in zip(*outs, strict=True):
         assert bit_equal(a, b)
+
+
+@pytest.mark.parametrize("split", [None, 3])
+def test_aligned_code_loads_give_the_same_bits(split):
+    """The ALIGNED probes (the W4A8 GEMV's words and decode_mma's group codes hinted as
+    aligned runs: 16-byte loads) read the same bytes: the same output bit for bit, plain,
+    under PDL and in the x-quantizing launch."""
+    from aoq.kernels import decode_mma as dm
+    from aoq.kernels._common import WeightFormat, pdl
+    from aoq.kernels.w4a8_gemv import w4a8_gemv
+
+    from aoq.formats.packing import pack_uint4
+
+    n, k = 4104, 4096
+    w = torch.randn(n, k, device="cuda")
+    q4, s4 = affine.quantize_int4_symmetric(w, 32)
+    wq, sg = pack_uint4(q4 + 8), s4.t().contiguous().t()
+    flags = dict(GROUP_SIZE=32, ASYM=False, STATIC=False, HAS_BIAS=False, HAS_BIAS_INT=False)
+    x = torch.randn(1, k, dtype=torch.bfloat16, device="cuda")
+    xq, xs, _ = aq.quantize_int8_act_triton(x, 0, None)
+    on = pdl(torch.device("cuda"))
+    for xq_in, use_pdl in ((False, False), (False, on), (True, False)):
+        ys = []
+        for tile in ({}, {"ALIGNED": True}):
+            y = torch.empty(1, n, dtype=torch.bfloat16, device="cuda")
+            if xq_in:
+                xs1 = torch.empty(1, dtype=torch.float32, device="cuda")
+                w4a8_gemv((x, xs1, xs1, wq, s4, s4, s4, s4), y, k, 32, flags, split, True,
+                          False, tile)  # fmt: skip
+            else:
+                if use_pdl:
+                    xq, xs, _ = aq.quantize_int8_act_triton(x, 0, None, True)
+                w4a8_gemv((xq, xs, xs, wq, s4, s4, s4, s4), y, k, 32, flags, split, False,
+                          use_pdl, tile)  # fmt: skip
+            ys.append(y)
+        assert bit_equal(ys[0], ys[1]), (xq_in, use_pdl)
+    x16 = torch.randn(16, k, dtype=torch.bfloat16, device="cuda")
+    xq16, xs16, _ = aq.quantize_int8_act_triton(x16, 0, None)
+    ys = []
+    for tile in ({}, {"ALIGNED": True}):
+        ys.append(torch.empty(16, n, dtype=torch.float32, device="cuda"))
+        dm.decode_mma(xq16, wq, sg, None, None, ys[-1], k // 32, WeightFormat.INT4_SYM, split,
+                      x_scale=xs16, tile=tile)  # fmt: skip
+    assert bit_equal(ys[0], ys[1])
