@@ -43,6 +43,7 @@ def gemv_specs(target: str) -> list[Spec]:
         GROUP_SIZE=32, GROUPS=GEMV_TILE["STEP_K"] // 32, ASYM=False, STATIC=False,
         HAS_BIAS=True, HAS_BIAS_INT=False, SPLIT_K=4, TAIL=split_tail(),
         BLOCK_N=GEMV_TILE["BLOCK_N"], ASM=target.startswith("sm"), PDL=False,
+        ALIGNED=GEMV_TILE["ALIGNED"],
     )  # fmt: skip
     red_sig = {
         "part_ptr": "*fp32",

@@ -100,9 +100,10 @@ def _w4a8_gemv_kernel(
     wrote x (and xs, xz), which it waits for before reading them. TRIGGER: splitk.trigger.
     AHEAD (ASM, not XQ): the first step's codes and scales are loaded before the wait (the
     weights are not the previous kernel's output), so with PDL they stream while the
-    activation kernel still runs; that step is done before the loop. ALIGNED (a probe, off
-    in GEMV_TILE until timed): each step's code words hinted as aligned runs of four, so
-    sm90 loads them 16 bytes at a time (ld.global.v4, not v2; bench/NOTES.md, session 24)."""
+    activation kernel still runs; that step is done before the loop. ALIGNED (GEMV_TILE's,
+    on): each step's code words hinted as aligned runs of four (every step starts at a
+    multiple of 32 codes: groups are powers of two >= 32), so sm90 loads them 16 bytes at a
+    time (ld.global.v4, not v2; bench/NOTES.md, sessions 24 and 25)."""
     splitk.trigger(TRIGGER)
     MODE: tl.constexpr = 1 if ASYM else (2 if STATIC else 0)
     HALF: tl.constexpr = GROUP_SIZE * GROUPS // 2  # bytes of a row per step
@@ -199,7 +200,7 @@ def _w4a8_gemv_kernel(
 
 GEMV_TILE = {
     "BLOCK_N": 16, "STEP_K": 1024, "num_warps": 2, "per_sm": 8, "XQ_BLOCK_N": 32,
-    "XQ_num_warps": 2,
+    "XQ_num_warps": 2, "ALIGNED": True,
 }  # fmt: skip
 """W4A8 GEMV: rows per program, K per loop step (whole groups: the largest power-of-two
 multiple of the group up to STEP_K that divides K), warps, split-K target programs per SM;
@@ -217,8 +218,11 @@ H100 graph replays, activation kernel + GEMV, M1, 8192^2 / 4096 x 14336 / 14336 
 17.7 / 18.3, 16 x 1024 19.2-19.3 / 16.1-16.4 / 17.9-18.3 (4 warps 20.8 / 15.9-16.0 /
 17.1-17.6); x quantized in the GEMV at the 16-row split: 32 rows 23.2 / 19.3-19.5 / 23.9-24.3
 against 64 x 256's 26.5 / 23.4 / 29.2 and 16 rows' 28.4 / 24.8 / 27.1. A longer step is a
-longer first step loaded before the wait (AHEAD). Earlier: session 8 (float32 path) four
-groups of 32 rows on 2 warps; session 9 (``dp4a``) 64 x 256."""
+longer first step loaded before the wait (AHEAD). ``ALIGNED`` (the kernel's hint: 16-byte code
+loads; same bits, tests/kernels/test_gpu.py), H100 session 25: under PDL 19.6 / 16.2 / 17.9 ->
+19.2 / 15.9 / 17.6 us, x quantized in the GEMV 23.4 / 19.0 / 23.9 -> 22.3 / 18.0 / 22.8.
+Earlier: session 8 (float32 path) four groups of 32 rows on 2 warps; session 9 (``dp4a``)
+64 x 256."""
 
 
 def w4a8_gemv(
@@ -238,7 +242,7 @@ def w4a8_gemv(
     forced split-K, ``pdl`` a launch with programmatic dependent launch (the caller checked
     the GPU has it, _common.pdl: the kernel starts while the one before it, which wrote x
     and its scale, still runs, and waits for it before reading them), ``tile`` overrides of
-    GEMV_TILE's keys (and ``ALIGNED``, the kernel's probe)."""
+    GEMV_TILE's keys."""
     xq, x_scale, wq, ws, bias = args[0], args[1], args[3], args[4], args[5]
     n = wq.shape[0]
     backend = backend_of(y.device)
@@ -261,6 +265,6 @@ def w4a8_gemv(
         GROUPS=step // gs, SPLIT_K=p.split, TAIL=p.tail(splitk.epilogue_bits(**epi)),
         BLOCK_N=bn, ASM=words, num_warps=warps, XQ=xq_in_kernel, PDL=pdl,
         launch_pdl=pdl, TRIGGER=p.chain, AHEAD=ahead and words and not xq_in_kernel,
-        ALIGNED=cfg.get("ALIGNED", False), **own,
+        ALIGNED=cfg["ALIGNED"], **own,
     )  # fmt: skip
     p.finish(y, **epi)
