@@ -219,8 +219,12 @@ def _tensor_scale(hi, QMAX: tl.constexpr):
     return tl.maximum(tl.div_rn(amax, QMAX), TINY_F32, propagate_nan=tl.PropagateNan.ALL)
 
 
-ONE_ROW_CAP = 8192
-"""Features a program keeps in registers when there are many rows (4 warps, 64 a thread)."""
+ONE_ROW_CAP = 16384
+"""Features a program keeps in registers when there are many rows (64 a thread: 4 warps up
+to 8192, 8 warps up to 16384). With 8192, a row of 14336 was read twice (two 8192-wide
+tiles, amax then codes): fp8 per-row at M 4096, K 14336 took 77 us on an H100, 176 MB of
+traffic at 2.3 TB/s against 2.7-2.9 TB/s at K 4096 and 8192 (bench.fp8_prefill, session
+25)."""
 FEW_ROWS = 16
 """Up to this many rows (decode), a row of up to 65536 features is read once: 64 values a
 thread on up to 32 warps. One program a row cannot hide the latency of a second pass:

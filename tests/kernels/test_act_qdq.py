@@ -19,7 +19,7 @@ MODES = [(0, None), (1, None), (2, torch.tensor(0.035))]
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
-@pytest.mark.parametrize("shape", [(1, 64), (37, 200), (20, 9000), (0, 64)], ids=str)
+@pytest.mark.parametrize("shape", [(1, 64), (37, 200), (20, 9000), (20, 17000), (0, 64)], ids=str)
 def test_values_are_the_reference_bit_for_bit(dtype, shape):
     x = torch.randn(shape, dtype=dtype) * 3
     if x.numel():

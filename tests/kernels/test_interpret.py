@@ -47,7 +47,9 @@ DTYPES = [torch.bfloat16, torch.float16, torch.float32]
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize(
-    "shape", [(1, 64), (37, 200), (3, 9000), (20, 9000), (1100, 24), (0, 64)], ids=str
+    "shape",
+    [(1, 64), (37, 200), (3, 9000), (20, 9000), (20, 17000), (1100, 24), (0, 64)],
+    ids=str,
 )
 def test_act_quant_bit_exact(dtype, shape):
     x = torch.randn(shape, dtype=dtype) * 3
@@ -219,12 +221,14 @@ def test_fp8_mm_decode_split_k(per_row, m):
 
 def test_act_quant_tiles():
     """Decode rows (few) are read once up to 65536 features, 64 values a thread; many rows
-    keep 8192-wide tiles on 4 warps (two passes beyond: (20, 9000) above)."""
+    up to 16384 (two passes beyond: (20, 17000) above)."""
     assert aq._blocks(1, 14336) == (1, 16384, 8)
+    assert aq._blocks(4096, 14336) == (1, 16384, 8)  # many rows: one read up to 16384
+    assert aq._blocks(4096, 8192) == (1, 8192, 4)
+    assert aq._blocks(4096, 20000)[1] == 16384  # two passes
     assert aq._blocks(16, 65536) == (1, 65536, 32)
     assert aq._blocks(1, 70000)[1] == 65536  # two passes
-    assert aq._blocks(17, 14336) == (1, 8192, 4)
-    assert aq._blocks(4096, 8192) == (1, 8192, 4)
+    assert aq._blocks(17, 14336) == (1, 16384, 8)
     assert aq._blocks(1, 4096) == (1, 4096, 4)
 
 
