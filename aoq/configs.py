@@ -180,17 +180,29 @@ class Float8WeightOnlyConfig(AOQConfig):
 @register_config
 @dataclasses.dataclass(frozen=True)
 class Float8DynamicActivationFloat8WeightConfig(AOQConfig):
-    """fp8 x fp8 with scales per row (token / output channel) or per tensor."""
+    """fp8 x fp8 with scales per row (token / output channel) or per tensor.
+
+    ``fast_accum``: the BLAS GEMM (``torch._scaled_mm``, which serves prefill on CUDA) may
+    sum with the tensor cores' own accumulation instead of promoting to float32 as it goes
+    (``use_fast_accum``; torchao's default for this config). It is used for bfloat16 outputs
+    only, whose rounding (~1.7e-3 relative) it adds to: on an H100 the whole output's
+    relative error against the float64 product went 1.7e-3 -> 2.1e-3 / 2.6e-3 / 3.3e-3 at
+    K 4096 / 8192 / 14336, for 9-14 % less GEMM time at M 4096 (bench.fp8_prefill,
+    bench/NOTES.md session 25). float16 and float32 outputs, the Triton kernels and the CPU
+    keep their exact float32 sums. Off by default: the error grows with K."""
 
     granularity: str = "row"
+    fast_accum: bool = False
 
     def __post_init__(self) -> None:
         if self.granularity not in ("row", "tensor"):
             raise ValueError(f"granularity={self.granularity!r}; expected 'row' or 'tensor'")
+        if not isinstance(self.fast_accum, bool):
+            raise ValueError(f"fast_accum={self.fast_accum!r} must be a bool")
 
     @property
     def id(self) -> str:
-        return f"fp8-{self.granularity}"
+        return f"fp8-{self.granularity}" + ("-fast" if self.fast_accum else "")
 
 
 # --- handlers ------------------------------------------------------------------------------
@@ -294,8 +306,9 @@ def _fp8(module: nn.Module, config: Float8DynamicActivationFloat8WeightConfig) -
     granularity = Granularity(config.granularity)
     act = ActQuant.FP8_ROW if granularity is Granularity.ROW else ActQuant.FP8_TENSOR
     t = Float8Tensor.from_float(
-        w, granularity, act, fp8_e4m3_dtype(w.device), config.id, config.to_json()
-    )
+        w, granularity, act, fp8_e4m3_dtype(w.device), config.id, config.to_json(),
+        fast_accum=config.fast_accum,
+    )  # fmt: skip
     return _set(module, t, None)
 
 

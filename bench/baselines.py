@@ -152,6 +152,7 @@ def torchao_config(config_id: str) -> Any:
     """torchao's config for the same scheme; KeyError where torchao has none mapped here."""
     from torchao.quantization import (
         Float8DynamicActivationFloat8WeightConfig,
+        Float8MMConfig,
         Float8WeightOnlyConfig,
         Int4WeightOnlyConfig,
         Int8DynamicActivationInt8WeightConfig,
@@ -168,8 +169,15 @@ def torchao_config(config_id: str) -> Any:
             group_size=128, int4_packing_format="tile_packed_to_4d"
         ),
         "fp8wo": Float8WeightOnlyConfig,
-        "fp8-row": lambda: Float8DynamicActivationFloat8WeightConfig(granularity=PerRow()),
-        "fp8-tensor": lambda: Float8DynamicActivationFloat8WeightConfig(granularity=PerTensor()),
+        # the same accumulation on both sides: torchao's fp8 default is use_fast_accum=True
+        # (aoq's fp8-row-fast); aoq's fp8-row / fp8-tensor keep float32 sums
+        "fp8-row": lambda: Float8DynamicActivationFloat8WeightConfig(
+            granularity=PerRow(), mm_config=Float8MMConfig(use_fast_accum=False)
+        ),
+        "fp8-row-fast": lambda: Float8DynamicActivationFloat8WeightConfig(granularity=PerRow()),
+        "fp8-tensor": lambda: Float8DynamicActivationFloat8WeightConfig(
+            granularity=PerTensor(), mm_config=Float8MMConfig(use_fast_accum=False)
+        ),
     }
     return makers[config_id]()
 
@@ -186,7 +194,9 @@ def torchao_weight(weight: torch.Tensor, config_id: str) -> torch.Tensor:
     return layer.weight
 
 
-TORCHAO_CONFIGS = ("int8wo", "w8a8", "int4wo-g128", "fp8wo", "fp8-row", "fp8-tensor")
+TORCHAO_CONFIGS = (
+    "int8wo", "w8a8", "int4wo-g128", "fp8wo", "fp8-row", "fp8-row-fast", "fp8-tensor",
+)  # fmt: skip
 """The aoq configs whose scheme torchao_config maps."""
 
 

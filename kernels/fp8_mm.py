@@ -270,15 +270,20 @@ def scaled_mm(
     w_scale: torch.Tensor,
     bias: torch.Tensor | None,
     out_dtype: torch.dtype,
+    fast_accum: bool = False,
 ) -> torch.Tensor:
-    """The same product through torch._scaled_mm (needs K and N multiples of 16)."""
+    """The same product through torch._scaled_mm (needs K and N multiples of 16).
+    ``fast_accum``: ``use_fast_accum`` for a bfloat16 output (the config's permission; other
+    outputs keep the promoted float32 sums, see Float8DynamicActivationFloat8WeightConfig)."""
     _check(xq, wq, out_dtype)
     row = x_scale.dim() == 2
     if out_dtype == torch.bfloat16 or not row:
         sa = x_scale.reshape(-1, 1) if row else x_scale.reshape(())
         sb = w_scale.reshape(1, -1) if row else w_scale.reshape(())
         b = bias.to(out_dtype) if bias is not None and out_dtype != torch.float32 else None
-        y = torch._scaled_mm(xq, wq.t(), scale_a=sa, scale_b=sb, bias=b, out_dtype=out_dtype)
+        fast = fast_accum and out_dtype == torch.bfloat16
+        y = torch._scaled_mm(xq, wq.t(), scale_a=sa, scale_b=sb, bias=b, out_dtype=out_dtype,
+                             use_fast_accum=fast)  # fmt: skip
         if bias is not None and b is None:
             y = y + bias.to(torch.float32)
         return y

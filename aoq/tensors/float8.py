@@ -3,7 +3,9 @@
 Fields:
     qdata  float8_e4m3fn (e4m3fnuz on gfx942)  [N, K]
     scale  float32  [N, 1] (per output channel) or [1] (per tensor)
-Attrs: act (ActQuant.NONE | FP8_ROW | FP8_TENSOR), config_id, config_json.
+Attrs: act (ActQuant.NONE | FP8_ROW | FP8_TENSOR), config_id, config_json, fast_accum (the
+config's: torch._scaled_mm may use the tensor cores' accumulation for bfloat16 outputs;
+False in checkpoints written before it existed).
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from aoq.tensors.base import ActQuant, QuantizedWeight, check_act
 
 class Float8Tensor(QuantizedWeight):
     tensor_fields = ("qdata", "scale")
-    attr_fields = ("act", "config_id", "config_json")
+    attr_fields = ("act", "config_id", "config_json", "fast_accum")
+    attr_defaults = {"fast_accum": False}
 
     qdata: torch.Tensor
     scale: torch.Tensor
@@ -39,6 +42,7 @@ class Float8Tensor(QuantizedWeight):
         fp8_dtype: torch.dtype,
         config_id: str,
         config_json: str,
+        fast_accum: bool = False,
     ) -> Float8Tensor:
         q, s = float8.quantize_fp8(w, granularity, fp8_dtype)
         return cls(
@@ -49,6 +53,7 @@ class Float8Tensor(QuantizedWeight):
             act=act,
             config_id=config_id,
             config_json=config_json,
+            fast_accum=fast_accum,
         )
 
     def validate(self) -> None:
@@ -57,6 +62,11 @@ class Float8Tensor(QuantizedWeight):
         shape = (n, 1) if self.scale.dim() == 2 else (1,)
         self._expect("scale", (torch.float32,), shape)
         check_act(self, (ActQuant.NONE, ActQuant.FP8_ROW, ActQuant.FP8_TENSOR))
+        if not isinstance(self.fast_accum, bool) or (self.fast_accum and self.act is ActQuant.NONE):
+            raise ValueError(
+                f"Float8Tensor: fast_accum={self.fast_accum!r} (a bool, and only with fp8 "
+                "activations: a weight-only product has no fp8 GEMM)"
+            )
 
     @property
     def scheme(self) -> Scheme:

@@ -349,7 +349,7 @@ def _scaled_mm_check(x: torch.Tensor, w: Float8Tensor, bias: Any) -> str | None:
 def _fp8_scaled_mm(x: torch.Tensor, w: Float8Tensor, bias: Any) -> torch.Tensor:
     fb, _ = split_bias(bias, static=False)
     xq, xs = _fp8_quantize(x, w)
-    return _k.fp8_mm.scaled_mm(xq, xs, w.qdata, w.scale, fb, x.dtype)
+    return _k.fp8_mm.scaled_mm(xq, xs, w.qdata, w.scale, fb, x.dtype, w.fast_accum)
 
 
 kernel("triton.fp8.decode", _fp8_check)(_fp8_triton(0))

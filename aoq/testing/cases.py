@@ -1,7 +1,8 @@
 """The inference configs every test and matrix iterates over: one instance per registered
-config with its defaults, plus the variants that take other code paths (per-tensor fp8,
-static activations, asymmetric W4A8 activations, MX element formats, NVFP4 weight-only).
-A new config joins by being registered; a variant joins here."""
+config with its defaults, plus the variants that take other code paths (per-tensor fp8, fp8
+with the GEMM's fast accumulation, static activations, asymmetric W4A8 activations, MX
+element formats, NVFP4 weight-only). A new config joins by being registered; a variant joins
+here."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ STATIC_ACT_SCALE = 0.035
 
 VARIANTS: tuple[AOQConfig, ...] = (
     Float8DynamicActivationFloat8WeightConfig(granularity="tensor"),
+    Float8DynamicActivationFloat8WeightConfig(fast_accum=True),
     Int8DynamicActivationInt8WeightConfig(act_scale=STATIC_ACT_SCALE),
     Int8DynamicActivationInt4WeightConfig(act_scale=STATIC_ACT_SCALE),
     Int8DynamicActivationInt4WeightConfig(act_mapping="asymmetric"),

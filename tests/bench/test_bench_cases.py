@@ -84,7 +84,7 @@ def test_compile_only_where_it_can_pay_off():
     assert {c.config_id for c in timed} == set(bl.TORCHAO_CONFIGS) - set(bl.COMPILE_NEVER)
     assert {c.shape.m for c in timed} == set(bl.COMPILE_M)
     assert {c.dtype_name for c in timed} == {"bf16"}
-    assert len(timed) <= 40  # the compile budget of a full H200 run (see README)
+    assert len(timed) <= 48  # 6 configs x 8 cells: the compile budget of a full run (README)
     assert "not installed" in bl.peer_skip(compiled[0], False, None)
     mx = next(c for c in run.values() if c.side == "torchao" and c.config_id.startswith("mx"))
     assert "no torchao counterpart" in bl.peer_skip(mx, False, "0.18")

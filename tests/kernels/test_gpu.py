@@ -40,7 +40,9 @@ def test_linear_on_gpu(config, dtype, m):
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
-@pytest.mark.parametrize("shape", [(300, 5000), (20, 9000)], ids=["one-tile", "two-pass"])
+@pytest.mark.parametrize(
+    "shape", [(300, 5000), (20, 9000), (20, 17000)], ids=["one-tile", "wide-tile", "two-pass"]
+)
 def test_act_quant_bit_exact_vs_cpu(dtype, shape):
     x = torch.randn(shape, dtype=dtype) * 4
     x[0, :4] = torch.tensor([0.5, 1.5, -2.5, 1e-30]).to(dtype)
@@ -240,11 +242,39 @@ def test_chained_reduction_in_graphs(config, m, monkeypatch):
         assert bit_equal(a, b)
 
 
+def test_fp8_fast_accum_serves_bf16_outputs_only():
+    """fp8-row-fast at prefill: a bf16 output comes from _scaled_mm's fast accumulation (not
+    the exact config's bits, and within twice its error against the float64 product); fp16
+    and float32 outputs are the exact config's, bit for bit."""
+    import copy
+
+    torch.manual_seed(0)
+    for dtype in (torch.bfloat16, torch.float16, torch.float32):
+        lin = torch.nn.Linear(4096, 1024, device="cuda").to(dtype)
+        exact = aoq.quantize_(copy.deepcopy(lin), aoq.Float8DynamicActivationFloat8WeightConfig())
+        fast = aoq.quantize_(
+            copy.deepcopy(lin), aoq.Float8DynamicActivationFloat8WeightConfig(fast_accum=True)
+        )
+        x = torch.randn(512, 4096, dtype=dtype, device="cuda")
+        with aoq.trace_kernels() as trace:
+            y_exact, y_fast = exact(x), fast(x)
+        kernels = {r.kernel for r in trace.records}
+        assert all(not r.fallback for r in trace.records), trace.records
+        if dtype is not torch.bfloat16:
+            assert bit_equal(y_exact, y_fast), (dtype, kernels)
+            continue
+        assert kernels == {"cublas.fp8.scaled_mm"}, kernels
+        assert not bit_equal(y_exact, y_fast)
+        want = float64_linear(x, exact.weight, exact.bias)
+        err_exact, err_fast = max_rel_error(want, y_exact), max_rel_error(want, y_fast)
+        assert err_fast <= 2 * err_exact, (err_fast, err_exact)
+
+
 @pytest.mark.parametrize("split", [None, 3])
 def test_aligned_code_loads_give_the_same_bits(split):
-    """The ALIGNED probes (the W4A8 GEMV's words and decode_mma's group codes hinted as
-    aligned runs: 16-byte loads) read the same bytes: the same output bit for bit, plain,
-    under PDL and in the x-quantizing launch."""
+    """ALIGNED (the W4A8 GEMV's words, on in GEMV_TILE, and decode_mma's group codes, a
+    probe off in TILE, hinted as aligned runs: 16-byte loads) reads the same bytes: the same
+    output bit for bit, plain, under PDL and in the x-quantizing launch."""
     from aoq.kernels import decode_mma as dm
     from aoq.kernels._common import WeightFormat, pdl
     from aoq.kernels.w4a8_gemv import w4a8_gemv
@@ -261,7 +291,7 @@ def test_aligned_code_loads_give_the_same_bits(split):
     on = pdl(torch.device("cuda"))
     for xq_in, use_pdl in ((False, False), (False, on), (True, False)):
         ys = []
-        for tile in ({}, {"ALIGNED": True}):
+        for tile in ({"ALIGNED": False}, {"ALIGNED": True}):
             y = torch.empty(1, n, dtype=torch.bfloat16, device="cuda")
             if xq_in:
                 xs1 = torch.empty(1, dtype=torch.float32, device="cuda")

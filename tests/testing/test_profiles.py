@@ -68,7 +68,7 @@ def test_feature_layers_are_read_only_where_the_machine_has_the_feature(prof):
     assert p.expectation("fp8-row", "bf16", "M1", "output") is None
     assert load_profile(d, "cpu", "cpu", ["no-such-file"]).files == p.files[:-1]
     shipped = load_profile(REPO / "conformance/profiles", "cpu", "cpu", ["slow-fp8-gemm"])
-    for config in ("fp8-row", "fp8-tensor"):
+    for config in ("fp8-row", "fp8-row-fast", "fp8-tensor"):
         for check in ("kernel", "model_kernel"):
             assert shipped.expectation(config, "fp32", "M1-K256-N256", check).kind == "xfail"
         for check in ("output", "sqnr", "save_load", "cross_device"):
