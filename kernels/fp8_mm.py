@@ -8,7 +8,8 @@ and sums, cast to the output dtype. Two implementations:
   fp8 accumulation keeps ~14 bits). Where the output is float32 both operands widen to bf16
   first (exactly: e4m3 fits in bf16), so the sum is a true float32 sum.
 - ``scaled_mm``: torch._scaled_mm (cuBLASLt / hipBLASLt). Row-wise scaling there outputs
-  bf16 only, so other output dtypes run it with unit scales into float32 and scale after.
+  bf16, and fp16 where this torch and BLAS have it (``rowwise_output``: probed once per
+  device); other output dtypes run it with unit scales into float32 and scale after.
 
 Op (namespace ``aoq``): ``fp8_mm``; CPU runs the reference.
 """
@@ -263,6 +264,39 @@ def fp8_linear_one_row(
     return y.to(out_dtype)
 
 
+_ROWWISE_OUTPUT: dict[tuple[str, int | None, torch.dtype, torch.dtype], bool] = {}
+
+
+def rowwise_output(device: torch.device, dtype: torch.dtype, fp8: torch.dtype) -> bool:
+    """Whether torch._scaled_mm on ``device`` takes row-wise scales of ``fp8`` operands with a
+    ``dtype`` output.
+    bf16 always. fp16 came with cuBLAS 12.9's row-wise path and torch 2.10's CUTLASS one
+    (torch 2.11 + CUDA 13 has it); without it, fp16 ran unit scales into float32 and three
+    more passes in torch: 0.63x bf16 at M 2048, K = N = 4096 on an H100 (bench run a858d0).
+    Probed once per device with a 16 x 32 x 16 product with a bias, never while a CUDA graph
+    is captured or torch.compile traces (those take the unit-scale path until an eager call
+    probed)."""
+    if dtype == torch.bfloat16:
+        return True
+    key = (device.type, device.index, dtype, fp8)
+    known = _ROWWISE_OUTPUT.get(key)
+    if known is not None:
+        return known
+    if torch.compiler.is_compiling() or (
+        device.type == "cuda" and torch.cuda.is_current_stream_capturing()
+    ):
+        return False
+    a = torch.zeros(16, 32, device=device).to(fp8)
+    ones = torch.ones(16, 1, device=device)
+    bias = torch.zeros(16, dtype=dtype, device=device)
+    try:
+        torch._scaled_mm(a, a.t(), scale_a=ones, scale_b=ones.t(), bias=bias, out_dtype=dtype)
+        _ROWWISE_OUTPUT[key] = True
+    except RuntimeError:
+        _ROWWISE_OUTPUT[key] = False
+    return _ROWWISE_OUTPUT[key]
+
+
 def scaled_mm(
     xq: torch.Tensor,
     x_scale: torch.Tensor,
@@ -277,7 +311,7 @@ def scaled_mm(
     outputs keep the promoted float32 sums, see Float8DynamicActivationFloat8WeightConfig)."""
     _check(xq, wq, out_dtype)
     row = x_scale.dim() == 2
-    if out_dtype == torch.bfloat16 or not row:
+    if not row or (out_dtype != torch.float32 and rowwise_output(xq.device, out_dtype, wq.dtype)):
         sa = x_scale.reshape(-1, 1) if row else x_scale.reshape(())
         sb = w_scale.reshape(1, -1) if row else w_scale.reshape(())
         b = bias.to(out_dtype) if bias is not None and out_dtype != torch.float32 else None
