@@ -9,7 +9,8 @@ to 1e-2 where the split did. Prints µs and the speedup over bf16 per case, besi
 plain read of the weight's bytes takes (``read``: a grid-strided int32 sum, the floor of any
 kernel that reads them once), and writes every row to ``--out``. ``--extra`` adds variants
 (JSON, per format; beside TILE's keys, int4 takes ``ZW``: the zero points as 32-bit words,
-and ``TILED``: the codes in tile order), ``--no-defaults`` drops the ones below.
+and ``TILED``: the codes in tile order, with ZW unless ``"ZW": false``, as Int4Tensor ships
+them), ``--no-defaults`` drops the ones below.
 ``w4a8gemv`` times W4A8's decode as the bench's graphs run it: the activation kernel, then
 w4a8_gemv (M = 1) or int_act_mm's decode (M > 1); keys GEMV_TILE's (M = 1), ``SGM`` (the
 scales group-major), ``XQ`` (x quantized in the GEMV: one launch) and ``PDL`` (the decode
@@ -210,9 +211,11 @@ def _runner_of(wf: Any, groups: int, x: torch.Tensor, t: tuple, tile: dict, fmt:
     from aoq.formats.packing import pack_zero_words, tile_uint4
 
     tile = dict(tile)
-    if tile.pop("ZW", False):  # the zero points as 32-bit words of four groups
-        t = (t[0], t[1], pack_zero_words(t[2].contiguous()))
     tiled = tile.pop("TILED", False)  # the codes in tile order (Int4Tensor's "tiled")
+    # the zero points as 32-bit words of four groups: with tiled codes by default, as
+    # Int4Tensor ships them (its zero_gw); row-major codes take them on request
+    if tile.pop("ZW", tiled):
+        t = (t[0], t[1], pack_zero_words(t[2].contiguous()))
     if tiled:
         t = (tile_uint4(t[0]), *t[1:])
     if wf is W.INT4_SYM:
