@@ -282,6 +282,7 @@ def decode_mma(
     per_sm = cfg.pop("per_sm", 4)
     exact = cfg.pop("exact", False)
     backend = backend_of(x.device)
+    asm = cfg.pop("ASM", backend is Backend.CUDA)  # (a tile key for probes: False, the float path)
     rows8 = cfg.pop("rows8", False) and m <= 8 and backend is not Backend.ROCM
     cfg.setdefault("ROWS", 8 if rows8 else 16)
     if cfg["ROWS"] not in (8, 16) or m > cfg["ROWS"]:
@@ -317,7 +318,7 @@ def decode_mma(
         WFMT=int(wfmt), GROUP_SIZE=gs, GROUPS=bk // gs, XQ=xq, XZ=x_zero is not None,
         STATIC=x_scale is not None and x_scale.dim() == 0, HAS_BIAS=bias is not None,
         SPLIT_K=p.split, TAIL=p.tail(splitk.epilogue_bits(**epi)), BLOCK_N=bn, BLOCK_K=bk,
-        ASM=backend is Backend.CUDA, UPCAST=INTERPRET, PDL=pdl, launch_pdl=pdl,
+        ASM=asm, UPCAST=INTERPRET, PDL=pdl, launch_pdl=pdl,
         TRIGGER=p.chain, **cfg,
     )  # fmt: skip
     p.finish(y, **epi)
