@@ -194,6 +194,19 @@ graph replays (``python -m bench.decode_rows``, session 20): row-major codes wit
 row-major with this 20.7 / 18.3 / 19.0 (within noise of PREF). 4 or 5 stages were slower
 (21.4, 24.8 at 8192^2 row-major)."""
 
+X_DTYPES = {
+    WeightFormat.INT4_SYM: (torch.int8,),
+    WeightFormat.INT8: (torch.bfloat16, torch.float16),
+    WeightFormat.FP8: (torch.bfloat16, torch.float16),
+}
+"""Activation dtypes per weight format (others: bf16 only). Per-channel int8 and e4m3 codes
+are exact in fp16 as in bf16, and their float code path (fp16 x takes it: the PTX makes bf16)
+cost nothing at M1 on an H100: int8 27.1 / 23.6 / 24.2 us with PTX, 27.0 / 23.5 / 24.2 with
+the float path, fp8 26.9 / 24.1 / 24.3 against 26.7 / 24.2 / 24.1 (8192^2 / 4096 x 14336 /
+14336 x 4096, bf16 x, bench/NOTES.md session 25), where fp16 ran the FMA decode before
+(4096^2 M1: int8wo 10.8 us against bf16's 9.5, fp8wo 10.0 against 9.4, run a858d0). int4
+and MX keep bf16: their float path cost 58-67 % more than the PTX one."""
+
 BIG_MODE = {0: 0, 2: 1, 1: 2}
 """MX fp4's BIG flag's length -> the kernel's BIG (aoq.tensors.mx.big_scale_flag): [0] no
 block scale above 2**1, [2] some, [1] the answer on the device."""
@@ -208,7 +221,8 @@ def serves(
     zero: torch.Tensor | None = None,
     tiled: bool = False,
 ) -> bool:
-    """M <= 16 rows of bf16 activations (int8 codes for W4A8's symmetric int4), contiguous;
+    """M <= 16 rows of bf16 activations (fp16 too for per-channel int8 and e4m3: X_DTYPES;
+    int8 codes for W4A8's symmetric int4), contiguous;
     int4 groups of 32..256 (powers of two; aoq.tensors.int4.DECODE_MMA_GROUPS mirrors them);
     per-channel int8 or float8 e4m3fn with K a multiple of 16 (fp8 on CUDA, where its
     conversion is assembly, and the interpreter). int4 scales [N, G] (and zero points, with
@@ -225,8 +239,7 @@ def serves(
         if words and (scale.stride(0) != 1 or zero.shape[1] != -(-scale.shape[1] // 4)):
             return False  # pack_zero_words: group-major words of four groups
     m, k = x.shape
-    xq = wfmt is WeightFormat.INT4_SYM
-    if x.dtype != (torch.int8 if xq else torch.bfloat16) or m > 16:
+    if x.dtype not in X_DTYPES.get(wfmt, (torch.bfloat16,)) or m > 16:
         return False
     if not (qdata.is_contiguous() and x.stride(1) == 1):
         return False
@@ -245,6 +258,17 @@ def serves(
     elif wfmt is not WeightFormat.INT8:
         return False
     return groups == 1 and k % 16 == 0
+
+
+def _asm(x: torch.Tensor, wfmt: WeightFormat, backend: Backend) -> bool:
+    """The codes converted by inline PTX (to bf16) on NVIDIA for bf16 x; fp16 x takes the
+    float path (X_DTYPES), except e4m3 codes below sm89, which has no fp8 conversion
+    instruction: there the PTX's bf16 codes are cast to fp16 (exact)."""
+    if backend is not Backend.CUDA:
+        return False
+    if x.dtype != torch.float16:
+        return True
+    return wfmt is WeightFormat.FP8 and torch.cuda.get_device_capability(x.device) < (8, 9)
 
 
 def decode_mma(
@@ -282,7 +306,7 @@ def decode_mma(
     per_sm = cfg.pop("per_sm", 4)
     exact = cfg.pop("exact", False)
     backend = backend_of(x.device)
-    asm = cfg.pop("ASM", backend is Backend.CUDA)  # (a tile key for probes: False, the float path)
+    asm = cfg.pop("ASM", _asm(x, wfmt, backend))  # (a tile key for probes)
     rows8 = cfg.pop("rows8", False) and m <= 8 and backend is not Backend.ROCM
     cfg.setdefault("ROWS", 8 if rows8 else 16)
     if cfg["ROWS"] not in (8, 16) or m > cfg["ROWS"]:

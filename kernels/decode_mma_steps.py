@@ -55,9 +55,10 @@ def _step_params(s_ptr, z_ptr, srow, nmask, k0, k_hi, stride_sg, WFMT: tl.conste
 @triton.jit
 def _weights_mma(acc, acc_t, w, xt, UPCAST: tl.constexpr, WT: tl.constexpr):
     """(acc, acc_t) plus x's tile times the decoded weights w [BLOCK_N, C] (one per byte), in
-    either orientation."""
+    either orientation; w in x's dtype (bf16, or fp16 for per-channel int8 / e4m3 codes:
+    exact in both)."""
     if not UPCAST:
-        w = w.to(tl.bfloat16)
+        w = w.to(xt.dtype)
     if WT:
         acc_t = mma(w, tl.trans(xt), acc_t, UPCAST, "ieee")
     else:

@@ -166,12 +166,15 @@ def _decode_mma(
     target: str,
     rows: int = 16,
     tiled: bool = False,
+    fp16: bool = False,
     **over: Any,
 ) -> Spec:
     """kernels/decode_mma.py; its bf16-pair assembly is NVIDIA PTX (AMD runs the float path).
     WFMT 3 is W4A8: int8 activations with zero points, symmetric int4 weights; 4 MX fp4
     weights (E8M0 bytes, the BIG flag as z_ptr). ``rows``: x's padding (tile ROWS);
-    ``tiled``: int4 codes in tile order with zero points as words (decode_mma.TILED_TILE)."""
+    ``tiled``: int4 codes in tile order with zero points as words (decode_mma.TILED_TILE);
+    ``fp16``: fp16 activations (per-channel int8 / e4m3: the float path, except e4m3 on sm80,
+    decode_mma._asm)."""
     from aoq.kernels._common import WeightFormat
     from aoq.kernels.decode_mma import TILE, TILED_TILE
 
@@ -180,12 +183,14 @@ def _decode_mma(
 
     xq = wfmt == 3
     mx = wfmt >= 4
+    xf = "*fp16" if fp16 else "*bf16"
     sig = {
-        "x_ptr": "*i8" if xq else "*bf16", "w_ptr": {0: "*i8", 2: "*fp8e4nv"}.get(wfmt, "*u8"),
+        "x_ptr": "*i8" if xq else xf, "w_ptr": {0: "*i8", 2: "*fp8e4nv"}.get(wfmt, "*u8"),
         "s_ptr": "*u8" if mx else "*fp32", "z_ptr": "*i32" if mx else "*u8", "xs_ptr": "*fp32",
-        "xz_ptr": "*i32", "b_ptr": "*bf16",
-        "y_ptr": "*bf16", "p_ptr": "*fp32", "c_ptr": "*i32",
+        "xz_ptr": "*i32", "b_ptr": xf,
+        "y_ptr": xf, "p_ptr": "*fp32", "c_ptr": "*i32",
     }  # fmt: skip
+    asm = target.startswith("sm") and (not fp16 or (wfmt == 2 and target == "sm80"))
     sig.update({n: "i32" for n in ("M", "N", "K", "stride_sn", "stride_sg", "K_SPLIT",
                                    "stride_xm", "stride_wn", "stride_ym")})  # fmt: skip
     int4 = wfmt in (1, 3, 4, 5)  # grouped: a scale (and PREF) a group
@@ -193,7 +198,7 @@ def _decode_mma(
     ce = dict(
         WFMT=wfmt, GROUP_SIZE=gs, GROUPS=step // gs, XQ=xq, XZ=xq, STATIC=False, HAS_BIAS=True,
         SPLIT_K=4, TAIL=split_tail(), BLOCK_N=tile["BLOCK_N"], BLOCK_K=step,
-        ASM=target.startswith("sm"), UPCAST=False, WT=tile.get("WT", False),
+        ASM=asm, UPCAST=False, WT=tile.get("WT", False),
         PREF=tile.get("PREF", False) and int4,  # decode_mma.TILE's orientation
         BIG=2 if mx else 0,  # MX: the flag read on the device, both paths compiled
         ROWS=rows, LOOP_STAGES=tile.get("LOOP_STAGES", 0), ZW=False,
@@ -324,6 +329,13 @@ def specs(target: str) -> list[Spec]:
         _decode_mma("mxwo_fp8.decode_mma", 5, 32, 128, target),
         # fp8 decode_mma serves CUDA only (ROCm keeps the FMA decode below)
         *([_decode_mma("fp8wo.decode_mma", 2, 16, 256, target)] if target.startswith("sm") else []),
+        # fp16 activations (decode_mma.X_DTYPES): per-channel int8 and e4m3
+        _decode_mma("int8wo.decode_mma_fp16", 0, 16, 256, target, fp16=True),
+        *(
+            [_decode_mma("fp8wo.decode_mma_fp16", 2, 16, 256, target, fp16=True)]
+            if target.startswith("sm")
+            else []
+        ),
         # x padded to 8 rows (tile ROWS 8, M <= 8): NVIDIA's m16n8k16 (AMD has no n = 8 MMA)
         *(
             [

@@ -30,7 +30,8 @@ def _int4(n: int, k: int, gs: int) -> tuple[torch.Tensor, ...]:
 
 
 def _run(x, q, s, z, bias, groups, wfmt, split=None) -> torch.Tensor:
-    y = torch.empty(x.shape[0], q.shape[0], dtype=OUT, device=DEV)
+    out = x.dtype if GPU and x.dtype == torch.float16 else OUT
+    y = torch.empty(x.shape[0], q.shape[0], dtype=out, device=DEV)
     assert dm.serves(x, q, groups, wfmt)
     dm.decode_mma(x, q, s, z, bias, y, groups, wfmt, split)
     return y
@@ -50,20 +51,23 @@ def test_int4_one_hot_is_each_weight_exactly(gs):
         assert torch.equal(got.T, want[:, k0 : k0 + 16].to(OUT).float()), k0
 
 
-def test_int8_one_hot_is_each_weight_exactly():
+@pytest.mark.parametrize("xdt", [torch.bfloat16, torch.float16], ids=str)
+def test_int8_one_hot_is_each_weight_exactly(xdt):
     n, k = 40, 256
     q, s = affine.quantize_int8_symmetric(torch.randn(n, k, device=DEV) * 3, None)
     q[0] = torch.arange(-128, 128, dtype=torch.int8)  # every code
     want = q.float() * s.reshape(-1, 1)
     for k0 in range(0, k, 16):
-        x = torch.zeros(16, k, dtype=torch.bfloat16, device=DEV)
+        x = torch.zeros(16, k, dtype=xdt, device=DEV)
         x[torch.arange(16), k0 + torch.arange(16)] = 1.0
-        got = _run(x, q, s.reshape(-1), s, None, 1, WeightFormat.INT8).float()
-        assert torch.equal(got.T, want[:, k0 : k0 + 16].to(OUT).float()), k0
+        got = _run(x, q, s.reshape(-1), s, None, 1, WeightFormat.INT8)
+        assert torch.equal(got.float().T, want[:, k0 : k0 + 16].to(got.dtype).float()), k0
 
 
-def test_fp8_one_hot_is_each_weight_exactly():
-    """Every finite e4m3fn code (subnormals, both zeros, +-448) comes out as its value."""
+@pytest.mark.parametrize("xdt", [torch.bfloat16, torch.float16], ids=str)
+def test_fp8_one_hot_is_each_weight_exactly(xdt):
+    """Every finite e4m3fn code (subnormals, both zeros, +-448) comes out as its value, with
+    bf16 activations (the PTX conversion on a GPU) and fp16 ones (the float path)."""
     from aoq.formats import float8
 
     n, k = 40, 256
@@ -74,21 +78,24 @@ def test_fp8_one_hot_is_each_weight_exactly():
     s = s.reshape(-1)
     want = q.float() * s.reshape(-1, 1)
     for k0 in range(0, k, 16):
-        x = torch.zeros(16, k, dtype=torch.bfloat16, device=DEV)
+        x = torch.zeros(16, k, dtype=xdt, device=DEV)
         x[torch.arange(16), k0 + torch.arange(16)] = 1.0
-        got = _run(x, q, s, s, None, 1, WeightFormat.FP8).float()
-        assert torch.equal(got.T, want[:, k0 : k0 + 16].to(OUT).float()), k0
+        got = _run(x, q, s, s, None, 1, WeightFormat.FP8)
+        assert torch.equal(got.float().T, want[:, k0 : k0 + 16].to(got.dtype).float()), k0
 
 
 @pytest.mark.parametrize("m", [1, 3, 16])
 @pytest.mark.parametrize("split", [1, 2, 3])
-@pytest.mark.parametrize("fmt", ["int4", "int8", "fp8"])
+@pytest.mark.parametrize("fmt", ["int4", "int8", "fp8", "int8-fp16", "fp8-fp16"])
 def test_matches_reference(m, split, fmt):
     """Random activations, unaligned N, a bias, K split in ranges (kernels/splitk.py): the
-    reference's value up to float32 summation order and bf16 rounding."""
+    reference's value up to float32 summation order and bf16 rounding (fp16 x for the
+    per-channel formats: X_DTYPES)."""
     n, k = 130, 1024
-    x = torch.randn(m, k, device=DEV).to(torch.bfloat16)
-    bias = torch.randn(n, device=DEV).to(torch.bfloat16)
+    fmt, _, xname = fmt.partition("-")
+    xdt = torch.float16 if xname == "fp16" else torch.bfloat16
+    x = torch.randn(m, k, device=DEV).to(xdt)
+    bias = torch.randn(n, device=DEV).to(xdt)
     if fmt == "int4":
         q, s, z = _int4(n, k, 128)
         groups, wfmt, zero = k // 128, WeightFormat.UINT4, z
@@ -104,7 +111,8 @@ def test_matches_reference(m, split, fmt):
     want = wo.weight_only_mm(x.cpu(), q.cpu(), s.cpu(), None if z is None else z.cpu(),
                              bias.cpu(), 0).float()  # fmt: skip
     got = _run(x, q, s, zero, bias, groups, wfmt, split).float().cpu()
-    assert max_rel_error(want, got) < 4e-3  # the reference rounds to bf16 (2^-9 relative)
+    # the reference rounds to bf16 (2^-9 relative) or fp16 (2^-12)
+    assert max_rel_error(want, got) < (1e-3 if xdt == torch.float16 else 4e-3)
 
 
 W4A8_TILES = [None, {"WT": True, "PREF": True, "num_warps": 2, "BLOCK_N": 64},
@@ -221,7 +229,7 @@ def test_serves_only_what_it_computes():
     x = torch.zeros(1, 256, dtype=torch.bfloat16, device=DEV)
     q, _, _ = _int4(8, 256, 128)
     assert dm.serves(x, q, 2, WeightFormat.UINT4)
-    assert not dm.serves(x.float(), q, 2, WeightFormat.UINT4)  # bf16 activations only
+    assert not dm.serves(x.float(), q, 2, WeightFormat.UINT4)  # no float32 activations
     assert not dm.serves(torch.zeros(17, 256, dtype=torch.bfloat16, device=DEV), q, 2,
                          WeightFormat.UINT4)  # fmt: skip
     assert not dm.serves(x, q, 16, WeightFormat.UINT4)  # groups of 16
@@ -230,6 +238,10 @@ def test_serves_only_what_it_computes():
     f8 = torch.zeros(8, 256, device=DEV).to(torch.float8_e4m3fn)
     assert dm.serves(x, f8, 1, WeightFormat.FP8)
     assert not dm.serves(x, f8.to(torch.float8_e5m2), 1, WeightFormat.FP8)  # e4m3fn only
+    q8c = torch.zeros(8, 256, dtype=torch.int8, device=DEV)
+    for fmt, w in ((WeightFormat.FP8, f8), (WeightFormat.INT8, q8c)):  # fp16 x: per channel
+        assert dm.serves(x.half(), w, 1, fmt)
+    assert not dm.serves(x.half(), q, 2, WeightFormat.UINT4)  # int4 stays bf16
 
 
 def _eight_row_case(fmt: str, m: int) -> tuple[tuple, dict]:
