@@ -1,0 +1,105 @@
+"""Compile specs of decode_mma (kernels/decode_mma.py: the decode linears on the matrix
+units), for target_specs.specs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aoq.kernels.target_specs import PDL_TARGETS, Spec, split_tail
+
+
+def decode_mma(
+    name: str,
+    wfmt: int,
+    gs: int,
+    step: int,
+    target: str,
+    rows: int = 16,
+    tiled: bool = False,
+    fp16: bool = False,
+    **over: Any,
+) -> Spec:
+    """kernels/decode_mma.py; its bf16-pair assembly is NVIDIA PTX (AMD runs the float path).
+    WFMT 3 is W4A8: int8 activations with zero points, symmetric int4 weights; 4 MX fp4
+    weights (E8M0 bytes, the BIG flag as z_ptr). ``rows``: x's padding (tile ROWS);
+    ``tiled``: int4 codes in tile order with zero points as words (decode_mma.TILED_TILE);
+    ``fp16``: fp16 activations (per-channel int8 / e4m3: the float path, except e4m3 on sm80,
+    decode_mma._asm)."""
+    from aoq.kernels._common import WeightFormat
+    from aoq.kernels.decode_mma import TILE, TILED_TILE
+
+    if tiled:
+        over = {**TILED_TILE, "TILED": True, "ZW": True, **over}
+
+    xq = wfmt == 3
+    mx = wfmt >= 4
+    xf = "*fp16" if fp16 else "*bf16"
+    sig = {
+        "x_ptr": "*i8" if xq else xf, "w_ptr": {0: "*i8", 2: "*fp8e4nv"}.get(wfmt, "*u8"),
+        "s_ptr": "*u8" if mx else "*fp32", "z_ptr": "*i32" if mx else "*u8", "xs_ptr": "*fp32",
+        "xz_ptr": "*i32", "b_ptr": xf,
+        "y_ptr": xf, "p_ptr": "*fp32", "c_ptr": "*i32",
+    }  # fmt: skip
+    asm = target.startswith("sm") and (not fp16 or (wfmt == 2 and target == "sm80"))
+    sig.update({n: "i32" for n in ("M", "N", "K", "stride_sn", "stride_sg", "K_SPLIT",
+                                   "stride_xm", "stride_wn", "stride_ym")})  # fmt: skip
+    int4 = wfmt in (1, 3, 4, 5)  # grouped: a scale (and PREF) a group
+    tile = TILE[WeightFormat(wfmt)]
+    ce = dict(
+        WFMT=wfmt, GROUP_SIZE=gs, GROUPS=step // gs, XQ=xq, XZ=xq, STATIC=False, HAS_BIAS=True,
+        SPLIT_K=4, TAIL=split_tail(), BLOCK_N=tile["BLOCK_N"], BLOCK_K=step,
+        ASM=asm, UPCAST=False, WT=tile.get("WT", False),
+        PREF=tile.get("PREF", False) and int4,  # decode_mma.TILE's orientation
+        BIG=2 if mx else 0,  # MX: the flag read on the device, both paths compiled
+        ROWS=rows, LOOP_STAGES=tile.get("LOOP_STAGES", 0), ZW=False,
+    )  # fmt: skip
+    ce.update(over)
+    if ce["ZW"]:  # aoq.formats.packing.pack_zero_words: int32 words of four zero points
+        sig["z_ptr"] = "*i32"
+    return Spec(name, "decode_mma", "_decode_mma_kernel", sig, ce, warps=tile["num_warps"],
+                fp8=wfmt == 2)  # fmt: skip
+
+
+def decode_mma_specs(target: str) -> list[Spec]:
+    """decode_mma at each weight format it serves on ``target``, with the 8-row, fp16 and PDL
+    variants."""
+    return [
+        decode_mma("int4wo.decode_mma", 1, 128, 128, target),
+        # codes in tile_uint4's order, zero points as pack_zero_words (decode_mma.TILED_TILE)
+        decode_mma("int4wo.decode_mma_tiled", 1, 128, 128, target, tiled=True),
+        decode_mma("int8wo.decode_mma", 0, 16, 256, target),
+        decode_mma("w4a8.decode_mma", 3, 32, 64, target),
+        # symmetric int8 x: the integer MMA (sm: mma.sync s8, gfx: v_mfma_i32 i8)
+        decode_mma("w4a8.decode_mma_imma", 3, 32, 64, target, XZ=False, IMMA=True),
+        decode_mma("mxwo_fp4.decode_mma", 4, 32, 64, target),
+        decode_mma("mxwo_fp8.decode_mma", 5, 32, 128, target),
+        # fp8 decode_mma serves CUDA only (ROCm keeps the FMA decode below)
+        *([decode_mma("fp8wo.decode_mma", 2, 16, 256, target)] if target.startswith("sm") else []),
+        # fp16 activations (decode_mma.X_DTYPES): per-channel int8 and e4m3
+        decode_mma("int8wo.decode_mma_fp16", 0, 16, 256, target, fp16=True),
+        *(
+            [decode_mma("fp8wo.decode_mma_fp16", 2, 16, 256, target, fp16=True)]
+            if target.startswith("sm")
+            else []
+        ),
+        # x padded to 8 rows (tile ROWS 8, M <= 8): NVIDIA's m16n8k16 (AMD has no n = 8 MMA)
+        *(
+            [
+                decode_mma(f"{f}.decode_mma_m8", w, gs, step, target, rows=8)
+                for f, w, gs, step in (("int4wo", 1, 128, 128), ("int8wo", 0, 16, 256))
+            ]
+            + [decode_mma("w4a8.decode_mma_imma_m8", 3, 32, 64, target, 8, XZ=False, IMMA=True)]
+            + [decode_mma("int4wo.decode_mma_tiled_m8", 1, 128, 128, target, 8, tiled=True)]
+            if target.startswith("sm")
+            else []
+        ),  # fmt: skip
+        *(
+            [
+                decode_mma(
+                    "w4a8.decode_mma_imma_pdl", 3, 32, 64, target, XZ=False, IMMA=True, PDL=True
+                )
+            ]
+            if target in PDL_TARGETS
+            else []
+        ),  # fmt: skip
+    ]
