@@ -102,6 +102,14 @@ def pdl(device: torch.device) -> bool:
     return torch.cuda.get_device_capability(device)[0] >= 9
 
 
+@functools.cache
+def fp8_cvt(device: torch.device) -> bool:
+    """An NVIDIA GPU with float8 conversion instructions (sm89 and later)."""
+    if device.type != "cuda" or torch.version.hip is not None:
+        return False
+    return torch.cuda.get_device_capability(device) >= (8, 9)
+
+
 def dot_flags(dtype: torch.dtype) -> tuple[bool, str]:
     """(UPCAST, PRECISION) for a tl.dot on ``dtype`` operands. The interpreter computes bf16
     and fp16 dots wrongly, so it upcasts to float32. IEEE precision everywhere: float32

@@ -39,7 +39,14 @@ import torch
 import triton
 import triton.language as tl
 from aoq.kernels import splitk
-from aoq.kernels._common import INTERPRET, WeightFormat, backend_of, epilogue, int4_rows
+from aoq.kernels._common import (
+    INTERPRET,
+    WeightFormat,
+    backend_of,
+    epilogue,
+    fp8_cvt,
+    int4_rows,
+)
 from aoq.kernels._launch import launch
 from aoq.kernels.bf16_codes import byte_codes
 from aoq.kernels.decode_mma_steps import _group_steps, _weights_mma
@@ -268,7 +275,7 @@ def _asm(x: torch.Tensor, wfmt: WeightFormat, backend: Backend) -> bool:
         return False
     if x.dtype != torch.float16:
         return True
-    return wfmt is WeightFormat.FP8 and torch.cuda.get_device_capability(x.device) < (8, 9)
+    return wfmt is WeightFormat.FP8 and not fp8_cvt(x.device)
 
 
 def decode_mma(
