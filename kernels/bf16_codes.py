@@ -5,7 +5,8 @@
   bf16x2 register of an MMA operand. ``prmt`` spreads two bytes to the halves of a
   word, ``lop3`` ORs each nibble into the mantissa of bf16 128.0 (0x4300: 128 + q, exact),
   and one ``fma.rn.bf16x2`` subtracts 128 + z: q - z, an exact small integer. 1.5
-  instructions a code. Each group's scale multiplies that group's float32 product tile
+  instructions a code (fp16 x: the same with fp16 1024.0, 0x6400, and ``fma.rn.f16x2``).
+  Each group's scale multiplies that group's float32 product tile
   after its MMA, so the weights are never rounded: (q - z) and x are exact in bf16 and the
   MMA accumulates their products in float32.
 - int8 (``WFMT`` 0): ``prmt`` spreads two codes to the low bytes of a word's halves; one
@@ -52,24 +53,28 @@ import triton
 import triton.language as tl
 from aoq.kernels.mx_dequant import e8m0_value, elem_value
 
-_INT4_ASM = tl.constexpr("""{
+_INT4_PAIRS = """{{
 .reg .b32 t0, t1, u0, u1, one;
-mov.b32 one, 0x3F803F80;
+mov.b32 one, {one};
 prmt.b32 t0, $4, 0, 0x4140;
 prmt.b32 t1, $4, 0, 0x4342;
-lop3.b32 u0, t0, 0x000F000F, 0x43004300, 0xea;
-lop3.b32 u1, t1, 0x000F000F, 0x43004300, 0xea;
-fma.rn.bf16x2 $0, u0, one, $5;
-fma.rn.bf16x2 $1, u1, one, $5;
+lop3.b32 u0, t0, 0x000F000F, {magic}, 0xea;
+lop3.b32 u1, t1, 0x000F000F, {magic}, 0xea;
+fma.rn.{ty}x2 $0, u0, one, $5;
+fma.rn.{ty}x2 $1, u1, one, $5;
 shr.b32 t0, t0, 4;
 shr.b32 t1, t1, 4;
-lop3.b32 u0, t0, 0x000F000F, 0x43004300, 0xea;
-lop3.b32 u1, t1, 0x000F000F, 0x43004300, 0xea;
-fma.rn.bf16x2 $2, u0, one, $5;
-fma.rn.bf16x2 $3, u1, one, $5;
-}""")
+lop3.b32 u0, t0, 0x000F000F, {magic}, 0xea;
+lop3.b32 u1, t1, 0x000F000F, {magic}, 0xea;
+fma.rn.{ty}x2 $2, u0, one, $5;
+fma.rn.{ty}x2 $3, u1, one, $5;
+}}"""
+_INT4_ASM = tl.constexpr(_INT4_PAIRS.format(one="0x3F803F80", magic="0x43004300", ty="bf16"))
 """Four bytes ($4) -> low nibbles (two words, $0 $1) and high nibbles ($2 $3), each code
 minus 128 + z ($5: -(128 + z) in both halves)."""
+_INT4_F16_ASM = tl.constexpr(_INT4_PAIRS.format(one="0x3C003C00", magic="0x64006400", ty="f16"))
+"""The same for fp16 x: each nibble ORed into the mantissa of fp16 1024.0 (0x6400: 1024 + q,
+exact, as any integer below 2048), $5 -(1024 + z) in both halves."""
 
 _INT8_ASM = tl.constexpr("""{
 .reg .b32 h0, h1, m0, m1, c0, c1, one;
@@ -180,13 +185,15 @@ _MXFP8_BIG_ASM = tl.constexpr(_mxfp8_asm(True))
 
 
 @triton.jit
-def int4_codes(b, z, ASM: tl.constexpr):
+def int4_codes(b, z, ASM: tl.constexpr, F16: tl.constexpr = False):
     """uint8 [R, C] bytes, int32 [R] zero points -> (q_lo - z, q_hi - z) as [R, C] tensors:
-    bf16 from the assembly; float32 under the interpreter."""
+    bf16 from the assembly (F16: fp16); float32 under the interpreter."""
     if ASM:
-        zb = tl.broadcast_to((-128.0 - z.to(tl.float32)).to(tl.bfloat16)[:, None], b.shape)
+        ty: tl.constexpr = tl.float16 if F16 else tl.bfloat16
+        base: tl.constexpr = -1024.0 if F16 else -128.0
+        zb = tl.broadcast_to((base - z.to(tl.float32)).to(ty)[:, None], b.shape)
         lo, hi = tl.inline_asm_elementwise(
-            _INT4_ASM, "=r,=r,=r,=r,r,r,r", [b, zb], dtype=(tl.bfloat16, tl.bfloat16),
+            _INT4_F16_ASM if F16 else _INT4_ASM, "=r,=r,=r,=r,r,r,r", [b, zb], dtype=(ty, ty),
             is_pure=True, pack=4,
         )  # fmt: skip
     else:

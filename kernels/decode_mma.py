@@ -202,17 +202,21 @@ row-major with this 20.7 / 18.3 / 19.0 (within noise of PREF). 4 or 5 stages wer
 (21.4, 24.8 at 8192^2 row-major)."""
 
 X_DTYPES = {
+    WeightFormat.UINT4: (torch.bfloat16, torch.float16),
     WeightFormat.INT4_SYM: (torch.int8,),
     WeightFormat.INT8: (torch.bfloat16, torch.float16),
     WeightFormat.FP8: (torch.bfloat16, torch.float16),
 }
-"""Activation dtypes per weight format (others: bf16 only). Per-channel int8 and e4m3 codes
-are exact in fp16 as in bf16, and their float code path (fp16 x takes it: the PTX makes bf16)
-cost nothing at M1 on an H100: int8 27.1 / 23.6 / 24.2 us with PTX, 27.0 / 23.5 / 24.2 with
-the float path, fp8 26.9 / 24.1 / 24.3 against 26.7 / 24.2 / 24.1 (8192^2 / 4096 x 14336 /
-14336 x 4096, bf16 x, bench/NOTES.md session 25), where fp16 ran the FMA decode before
-(4096^2 M1: int8wo 10.8 us against bf16's 9.5, fp8wo 10.0 against 9.4, run a858d0). int4
-and MX keep bf16: their float path cost 58-67 % more than the PTX one."""
+"""Activation dtypes per weight format (others: bf16 only). int4's q - z are exact in fp16
+too, made by their own PTX (bf16_codes: fp16 1024.0 in place of bf16 128.0): the float code
+path cost 58-67 % more than the PTX at M1 (bench/NOTES.md session 25), and fp16 ran the FMA
+decode before (4096^2 M1: 10.4 us against bf16's 7.1, run a858d0). Per-channel int8 and
+e4m3 codes are exact in fp16 as in bf16, and their float code path (fp16 x takes it: the PTX
+makes bf16) cost nothing at M1 on an H100: int8 27.1 / 23.6 / 24.2 us with PTX, 27.0 / 23.5
+/ 24.2 with the float path, fp8 26.9 / 24.1 / 24.3 against 26.7 / 24.2 / 24.1 (8192^2 /
+4096 x 14336 / 14336 x 4096, bf16 x, session 25), where fp16 ran the FMA decode before
+(4096^2 M1: int8wo 10.8 us against bf16's 9.5, fp8wo 10.0 against 9.4, run a858d0). MX
+keeps bf16."""
 
 BIG_MODE = {0: 0, 2: 1, 1: 2}
 """MX fp4's BIG flag's length -> the kernel's BIG (aoq.tensors.mx.big_scale_flag): [0] no
@@ -228,7 +232,7 @@ def serves(
     zero: torch.Tensor | None = None,
     tiled: bool = False,
 ) -> bool:
-    """M <= 16 rows of bf16 activations (fp16 too for per-channel int8 and e4m3: X_DTYPES;
+    """M <= 16 rows of bf16 activations (fp16 too for int4, per-channel int8 and e4m3: X_DTYPES;
     int8 codes for W4A8's symmetric int4), contiguous;
     int4 groups of 32..256 (powers of two; aoq.tensors.int4.DECODE_MMA_GROUPS mirrors them);
     per-channel int8 or float8 e4m3fn with K a multiple of 16 (fp8 on CUDA, where its
@@ -268,12 +272,13 @@ def serves(
 
 
 def _asm(x: torch.Tensor, wfmt: WeightFormat, backend: Backend) -> bool:
-    """The codes converted by inline PTX (to bf16) on NVIDIA for bf16 x; fp16 x takes the
-    float path (X_DTYPES), except e4m3 codes below sm89, which has no fp8 conversion
-    instruction: there the PTX's bf16 codes are cast to fp16 (exact)."""
+    """The codes converted by inline PTX on NVIDIA: to bf16 for bf16 x, and int4's to fp16
+    for fp16 x; per-channel codes with fp16 x take the float path (X_DTYPES), except e4m3
+    codes below sm89, which has no fp8 conversion instruction: there the PTX's bf16 codes are
+    cast to fp16 (exact)."""
     if backend is not Backend.CUDA:
         return False
-    if x.dtype != torch.float16:
+    if x.dtype != torch.float16 or wfmt is WeightFormat.UINT4:
         return True
     return wfmt is WeightFormat.FP8 and not fp8_cvt(x.device)
 

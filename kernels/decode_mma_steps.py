@@ -11,6 +11,17 @@ import triton.language as tl
 from aoq.kernels._common import int4_cols, mma
 from aoq.kernels.bf16_codes import fp4_codes, int4_codes, mxfp8_codes, nibble_bytes
 
+IMMA_BASE = tl.constexpr(0x49400000)
+IMMA_BASE_VALUE = tl.constexpr(786432.0)
+"""W4A8's integer MMA starts each group's int32 sums from the bits of the float32 1.5 * 2**19
+(786432.0), whose ulp is 1/16: the MMA adds 16 S (S = Σ q x, |S| <= 256 * 8 * 128 = 2**18
+for groups up to 256), so the bits read as a float32 are 786432 + S exactly (2**20 at the one
+extreme, the next binade's first value). Less 786432.0 that is S, exact: no shift and no
+int-to-float conversion (a conversion issues at a fraction of the float32 add and FMA rate:
+the CUDA guide's throughput table), for every element of the [BLOCK_N, ROWS] tile every
+group. The group's scale then multiplies S exactly as the shifted, converted int32 did, so
+the bits are unchanged."""
+
 
 @triton.jit
 def _group_params(s_ptr, z_ptr, srow, nmask, k0, k_hi, stride_sg, WFMT: tl.constexpr,
@@ -72,19 +83,21 @@ def _nibble_step(acc, acc_t, xt, wptrs, nmask, s_cur, z_cur, WFMT: tl.constexpr,
                  UPCAST: tl.constexpr, WT: tl.constexpr, IMMA: tl.constexpr):  # fmt: skip
     """One group of two codes a byte. int4 sums the group apart and scales it; MX fp4 has
     the scale in the codes' values. IMMA (W4A8, symmetric int8 x): 16 q as int8 in k order
-    on the integer MMA, its int32 sums shifted back by 4 (exact: the same integers the bf16
-    path sums); otherwise bf16 pairs, the low nibbles meeting x's even columns, the high
+    on the integer MMA, its sums read back as float32 (IMMA_BASE: the same integers the bf16
+    path sums, exactly); otherwise bf16 pairs, the low nibbles meeting x's even columns, the high
     ones its odd."""
     b = tl.load(wptrs, mask=nmask[:, None], other=0)
     if IMMA:
+        tl.static_assert(GROUP_SIZE <= 256, "IMMA_BASE holds the sums of groups up to 256")
         lo, hi = nibble_bytes(b, ASM)
         w = tl.reshape(tl.join(lo, hi), (b.shape[0], GROUP_SIZE))  # byte j: k = 2j, 2j + 1
         if WT:
-            part = mma(w, tl.trans(xt), tl.zeros(acc_t.shape, dtype=tl.int32), UPCAST, "ieee")
-            acc_t += (part >> 4).to(tl.float32) * s_cur[:, None]
+            part = mma(w, tl.trans(xt), tl.full(acc_t.shape, IMMA_BASE, tl.int32), UPCAST,
+                       "ieee")  # fmt: skip
+            acc_t += (part.to(tl.float32, bitcast=True) - IMMA_BASE_VALUE) * s_cur[:, None]
         else:
-            part = mma(xt, tl.trans(w), tl.zeros(acc.shape, dtype=tl.int32), UPCAST, "ieee")
-            acc += (part >> 4).to(tl.float32) * s_cur[None, :]
+            part = mma(xt, tl.trans(w), tl.full(acc.shape, IMMA_BASE, tl.int32), UPCAST, "ieee")
+            acc += (part.to(tl.float32, bitcast=True) - IMMA_BASE_VALUE) * s_cur[None, :]
     else:
         acc, acc_t = _pair_step(acc, acc_t, xt, b, s_cur, z_cur, WFMT, GROUP_SIZE, BIG, ASM,
                                 UPCAST, WT)  # fmt: skip
@@ -101,9 +114,9 @@ def _pair_step(acc, acc_t, xt, b, s_cur, z_cur, WFMT: tl.constexpr, GROUP_SIZE: 
     if WFMT == 4:
         lo, hi = fp4_codes(b, s_cur, BIG, ASM)
     else:
-        lo, hi = int4_codes(b, z_cur, ASM)
+        lo, hi = int4_codes(b, z_cur, ASM, xt.dtype == tl.float16)
     if not UPCAST:
-        lo, hi = lo.to(tl.bfloat16), hi.to(tl.bfloat16)
+        lo, hi = lo.to(xt.dtype), hi.to(xt.dtype)
     if WFMT == 4 and WT:
         acc_t = mma(lo, tl.trans(xe), acc_t, UPCAST, "ieee")
         acc_t = mma(hi, tl.trans(xo), acc_t, UPCAST, "ieee")

@@ -37,18 +37,23 @@ def _run(x, q, s, z, bias, groups, wfmt, split=None) -> torch.Tensor:
     return y
 
 
+@pytest.mark.parametrize("xdt", [torch.bfloat16, torch.float16], ids=str)
 @pytest.mark.parametrize("gs", [32, 64, 128, 256])
-def test_int4_one_hot_is_each_weight_exactly(gs):
+def test_int4_one_hot_is_each_weight_exactly(gs, xdt):
     """Row r of x is e_k for 16 columns k at a time: y[r, n] = (q[n, k] - z) * s exactly
-    (an exact product in the MMA, then one float32 multiply, as the reference does)."""
+    (an exact product in the MMA, then one float32 multiply, as the reference does), with
+    bf16 activations and fp16 ones (on a GPU each its own PTX: bf16 128.0 or fp16 1024.0
+    as the nibbles' base)."""
     n, k = 72, 2 * gs
     q, s, z = _int4(n, k, gs)
+    q[0] = (torch.arange(k // 2) * 37 % 256).to(torch.uint8).to(DEV)  # every nibble, both places
+    z[0, 0] = 15
     want = affine.dequantize_uint4_asymmetric(unpack_uint4(q), s, z).float()
     for k0 in range(0, k, 16):
-        x = torch.zeros(16, k, dtype=torch.bfloat16, device=DEV)
+        x = torch.zeros(16, k, dtype=xdt, device=DEV)
         x[torch.arange(16), k0 + torch.arange(16)] = 1.0
         got = _run(x, q, s, z, None, k // gs, WeightFormat.UINT4).float()
-        assert torch.equal(got.T, want[:, k0 : k0 + 16].to(OUT).float()), k0
+        assert torch.equal(got.T, want[:, k0 : k0 + 16].to(got.dtype).float()), k0
 
 
 @pytest.mark.parametrize("xdt", [torch.bfloat16, torch.float16], ids=str)
@@ -86,11 +91,11 @@ def test_fp8_one_hot_is_each_weight_exactly(xdt):
 
 @pytest.mark.parametrize("m", [1, 3, 16])
 @pytest.mark.parametrize("split", [1, 2, 3])
-@pytest.mark.parametrize("fmt", ["int4", "int8", "fp8", "int8-fp16", "fp8-fp16"])
+@pytest.mark.parametrize("fmt", ["int4", "int8", "fp8", "int4-fp16", "int8-fp16", "fp8-fp16"])
 def test_matches_reference(m, split, fmt):
     """Random activations, unaligned N, a bias, K split in ranges (kernels/splitk.py): the
-    reference's value up to float32 summation order and bf16 rounding (fp16 x for the
-    per-channel formats: X_DTYPES)."""
+    reference's value up to float32 summation order and bf16 rounding (and with fp16 x:
+    X_DTYPES)."""
     n, k = 130, 1024
     fmt, _, xname = fmt.partition("-")
     xdt = torch.float16 if xname == "fp16" else torch.bfloat16
@@ -152,6 +157,32 @@ def test_w4a8_group_sums_are_exact(m, mode, split, tile):
     dm.decode_mma(xq, wq, s4, None, bias, y, k // 32, WeightFormat.INT4_SYM, split,
                   x_scale=xs, tile=tile, x_zero=xz)  # fmt: skip
     assert max_rel_error(want, y.cpu()) < 1e-6
+
+
+@pytest.mark.parametrize("gs", [32, 256])
+@pytest.mark.parametrize("tile", W4A8_TILES)
+def test_w4a8_integer_mma_extreme_group_sums(gs, tile):
+    """The integer MMA's sums, read back as float32 from their IMMA_BASE start, at their
+    extremes: q = -8 against x = -128 over a whole group of 256 (16 S = 2**22, the float's
+    next binade) and q = 7 against -128; one group per output, so y is the reference's
+    (S * s) * xs bit for bit."""
+    from aoq.kernels import int_act_mm as ia
+
+    n, k, m = 72, gs, 4
+    q4 = torch.full((n, k), -8, dtype=torch.int8)
+    q4[1::2] = 7
+    q4[2::4, ::3] = 3
+    xq = torch.full((m, k), -128, dtype=torch.int8)
+    xq[1] = 127
+    xq[2, ::2] = 1
+    s4 = torch.rand(n, 1) + 0.5
+    xs = torch.rand(m) + 0.5
+    wq = pack_uint4((q4 + 8).to(torch.uint8))
+    want = ia.int_act_mm(xq, xs, None, wq, s4, None, None, torch.float32, 0)
+    y = torch.empty(m, n, device=DEV)
+    dm.decode_mma(xq.to(DEV), wq.to(DEV), s4.to(DEV), None, None, y, 1, WeightFormat.INT4_SYM,
+                  1, x_scale=xs.to(DEV), tile=tile)  # fmt: skip
+    assert torch.equal(want, y.cpu())
 
 
 TILES = [None, {"WT": False, "PREF": False, "num_warps": 4}, {"WT": True, "PREF": False},
