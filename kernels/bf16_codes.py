@@ -188,12 +188,16 @@ _MXFP8_BIG_ASM = tl.constexpr(_mxfp8_asm(True))
 def int4_codes(b, z, ASM: tl.constexpr, F16: tl.constexpr = False):
     """uint8 [R, C] bytes, int32 [R] zero points -> (q_lo - z, q_hi - z) as [R, C] tensors:
     bf16 from the assembly (F16: fp16); float32 under the interpreter."""
-    if ASM:
-        ty: tl.constexpr = tl.float16 if F16 else tl.bfloat16
-        base: tl.constexpr = -1024.0 if F16 else -128.0
-        zb = tl.broadcast_to((base - z.to(tl.float32)).to(ty)[:, None], b.shape)
+    if ASM and F16:
+        zb = tl.broadcast_to((-1024.0 - z.to(tl.float32)).to(tl.float16)[:, None], b.shape)
         lo, hi = tl.inline_asm_elementwise(
-            _INT4_F16_ASM if F16 else _INT4_ASM, "=r,=r,=r,=r,r,r,r", [b, zb], dtype=(ty, ty),
+            _INT4_F16_ASM, "=r,=r,=r,=r,r,r,r", [b, zb], dtype=(tl.float16, tl.float16),
+            is_pure=True, pack=4,
+        )  # fmt: skip
+    elif ASM:
+        zb = tl.broadcast_to((-128.0 - z.to(tl.float32)).to(tl.bfloat16)[:, None], b.shape)
+        lo, hi = tl.inline_asm_elementwise(
+            _INT4_ASM, "=r,=r,=r,=r,r,r,r", [b, zb], dtype=(tl.bfloat16, tl.bfloat16),
             is_pure=True, pack=4,
         )  # fmt: skip
     else:

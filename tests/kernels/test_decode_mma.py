@@ -272,7 +272,8 @@ def test_serves_only_what_it_computes():
     q8c = torch.zeros(8, 256, dtype=torch.int8, device=DEV)
     for fmt, w in ((WeightFormat.FP8, f8), (WeightFormat.INT8, q8c)):  # fp16 x: per channel
         assert dm.serves(x.half(), w, 1, fmt)
-    assert not dm.serves(x.half(), q, 2, WeightFormat.UINT4)  # int4 stays bf16
+    assert dm.serves(x.half(), q, 2, WeightFormat.UINT4)  # and int4 (its fp16 PTX)
+    assert not dm.serves(x.half(), q, 2, WeightFormat.INT4_SYM)  # W4A8 takes int8 codes
 
 
 def _eight_row_case(fmt: str, m: int) -> tuple[tuple, dict]:

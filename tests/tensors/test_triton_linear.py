@@ -24,17 +24,18 @@ def test_one_row_only_for_one_row_and_small_weights():
 
 def test_group_major_int4_parameters_only_where_decode_mma_reads_them():
     """CUDA int4 weights carry group-major scales and zero points (Int4Tensor.build_derived);
-    the decode path passes them only when decode_mma serves x (bf16, M <= 16): the other
-    decode kernels would copy them back to row-major on every call."""
+    the decode path passes them only when decode_mma serves x (bf16 or fp16, M <= 16): the
+    other decode kernels would copy them back to row-major on every call."""
     from aoq.tensors.base import ActQuant
     from aoq.tensors.int4 import Int4Tensor
 
     w = Int4Tensor.from_float(torch.randn(64, 256), 128, ActQuant.NONE, "int4wo", "{}")
     w._derived = {"scale_gm": w.scale.t().contiguous(), "zero_gm": w.zero_point.t().contiguous()}
-    _, s, z = tlin._decode_parts(torch.randn(1, 256).to(torch.bfloat16), w)
-    assert s.stride() == (1, 64) and z.stride() == (1, 64) and torch.equal(s, w.scale)
-    assert torch.equal(z, w.zero_point)
-    for x in (torch.randn(1, 256).half(), torch.randn(17, 256).to(torch.bfloat16)):
+    for dt in (torch.bfloat16, torch.float16):
+        _, s, z = tlin._decode_parts(torch.randn(1, 256).to(dt), w)
+        assert s.stride() == (1, 64) and z.stride() == (1, 64) and torch.equal(s, w.scale)
+        assert torch.equal(z, w.zero_point)
+    for x in (torch.randn(1, 256), torch.randn(17, 256).to(torch.bfloat16)):
         _, s, z = tlin._decode_parts(x, w)
         assert s is w.scale and z is w.zero_point
 
