@@ -52,8 +52,8 @@ def test_int4_one_hot_is_each_weight_exactly(gs, xdt):
     for k0 in range(0, k, 16):
         x = torch.zeros(16, k, dtype=xdt, device=DEV)
         x[torch.arange(16), k0 + torch.arange(16)] = 1.0
-        got = _run(x, q, s, z, None, k // gs, WeightFormat.UINT4).float()
-        assert torch.equal(got.T, want[:, k0 : k0 + 16].to(got.dtype).float()), k0
+        got = _run(x, q, s, z, None, k // gs, WeightFormat.UINT4)
+        assert torch.equal(got.float().T, want[:, k0 : k0 + 16].to(got.dtype).float()), k0
 
 
 @pytest.mark.parametrize("xdt", [torch.bfloat16, torch.float16], ids=str)
