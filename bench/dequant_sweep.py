@@ -1,11 +1,13 @@
 """Tile sweep of the weight dequantize kernel (the first half of the prefill ``dequant_mm``
 path: codes -> bf16 weight, then cuBLAS), on a GPU.
 
-    python bench/dequant_sweep.py [--formats int8,fp8,int4] [--tiles 32x128x4,64x256x8]
+    python bench/dequant_sweep.py [--formats int8,fp8,int4,w4a8] [--tiles 32x128x4,64x256x8]
 
 For each format and weight shape (K x N of the bench), each tile (BLOCK_N x BLOCK_K x warps)
 is timed as a CUDA-graph replay (triton.testing.do_bench_cudagraph, median) and reported as
 µs and GB/s of codes read plus bf16 written; the bits are checked against the current tile.
+``w4a8``: W4A8's weights (symmetric int4 in groups of 32, float32 scales), dequantized as its
+prefill path does (zero points 8); ``128x32x4`` is the one-group tile it used to take.
 A last column puts the best tile in context: dequantize + bf16 matmul at M=4096 against the
 bf16 matmul alone.
 """
@@ -37,6 +39,9 @@ def _weights(fmt: str, n: int, k: int) -> tuple[torch.Tensor, torch.Tensor, torc
         q = torch.randn(n, k, device=dev).to(torch.float8_e4m3fn)
         return q, torch.rand(n, 1, device=dev), None
     q = torch.randint(0, 256, (n, k // 2), dtype=torch.uint8, device=dev)
+    if fmt == "w4a8":  # symmetric groups of 32: q + 8 stored, the zero points all 8
+        g = k // 32
+        return q, torch.rand(n, g, device=dev), torch.full((n, g), 8, dtype=torch.uint8, device=dev)
     g = k // 128
     return (
         q,

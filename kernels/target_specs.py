@@ -269,14 +269,15 @@ def specs(target: str) -> list[Spec]:
         int8wo_decode := _wo("int8wo.decode", "*i8", 0, 0, 16, 64, 128),
         *decode_mma_specs(target),
         _wo("fp8wo.decode", f8, 2, 0, 16, 64, 128),
-        # int4 groups of 128, and W4A8's of 32: one group a tile (dequantize_weight_triton)
+        # int4 groups of 128 (a tile's part of one), and W4A8's of 32 (four a tile, their
+        # scales one block): tiles of 32 rows x 128 codes (dequantize_weight_triton)
         *(
             Spec(
                 name,
                 "weight_dequant",
                 "_dequantize_kernel",
                 deq_sig,
-                dict(WFMT=1, GROUP_SIZE=gs, BLOCK_N=32 * 128 // gs, BLOCK_K=gs, TILED=tiled),
+                dict(WFMT=1, GROUP_SIZE=gs, BLOCK_N=32, BLOCK_K=128, TILED=tiled),
                 mma=False,
             )
             for name, gs, tiled in (

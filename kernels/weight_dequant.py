@@ -35,10 +35,13 @@ def _dequant_tile(
     w_ptr, s_ptr, z_ptr, offs_n, k0, N, K, G, stride_wn,
     WFMT: tl.constexpr, GROUP_SIZE: tl.constexpr, SCALE: tl.constexpr,
     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, TILED: tl.constexpr = False,
+    GROUP_BLOCKS: tl.constexpr = False,
 ):  # fmt: skip
     """float32 [BLOCK_N, BLOCK_K] weights at rows offs_n, columns k0..k0+BLOCK_K. SCALE=False
     returns the codes (minus zero point) for the caller to scale per channel later. TILED:
-    int4 codes in aoq.formats.packing.tile_uint4's order."""
+    int4 codes in aoq.formats.packing.tile_uint4's order. GROUP_BLOCKS: a tile of several
+    whole groups loads its scales (and zero points) as one [BLOCK_N, groups] block, not one
+    per element (the dequantize kernel's; the linears' tiles are not timed with it)."""
     offs_k = k0 + tl.arange(0, BLOCK_K)
     rows = offs_n.to(tl.int64)[:, None] * stride_wn
     nmask = offs_n < N
@@ -66,6 +69,18 @@ def _dequant_tile(
                 w = w - (zoff + tl.load(z_ptr + sidx, mask=nmask, other=0).to(tl.float32))[:, None]
             if SCALE:
                 w = w * tl.load(s_ptr + sidx, mask=nmask, other=0.0)[:, None]
+        elif GROUP_BLOCKS and BLOCK_K % GROUP_SIZE == 0:  # whole groups: a [BLOCK_N, GPT]
+            GPT: tl.constexpr = BLOCK_K // GROUP_SIZE  # block of scales, broadcast
+            offs_g = k0 // GROUP_SIZE + tl.arange(0, GPT)
+            sidx = offs_n.to(tl.int64)[:, None] * G + offs_g[None, :]
+            smask = nmask[:, None] & (offs_g < G)[None, :]
+            w = tl.reshape(w, (BLOCK_N, GPT, GROUP_SIZE))
+            if WFMT == 1:
+                z = tl.load(z_ptr + sidx, mask=smask, other=0).to(tl.float32)
+                w = w - (zoff + z)[:, :, None]
+            if SCALE:
+                w = w * tl.load(s_ptr + sidx, mask=smask, other=0.0)[:, :, None]
+            w = tl.reshape(w, (BLOCK_N, BLOCK_K))
         else:  # several groups per tile: one scale per element
             sidx = offs_n.to(tl.int64)[:, None] * G + (offs_k // GROUP_SIZE)[None, :]
             if WFMT == 1:
@@ -84,7 +99,7 @@ def _dequantize_kernel(
     offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     k0 = tl.program_id(1) * BLOCK_K
     w = _dequant_tile(w_ptr, s_ptr, z_ptr, offs_n, k0, N, K, G, stride_wn,
-                      WFMT, GROUP_SIZE, True, BLOCK_N, BLOCK_K, TILED)  # fmt: skip
+                      WFMT, GROUP_SIZE, True, BLOCK_N, BLOCK_K, TILED, True)  # fmt: skip
     offs_k = k0 + tl.arange(0, BLOCK_K)
     mask = (offs_n < N)[:, None] & (offs_k < K)[None, :]
     out = out_ptr + offs_n.to(tl.int64)[:, None] * K + offs_k[None, :]
@@ -131,11 +146,13 @@ def dequantize_weight_triton(
     out = torch.empty((n, k), dtype=out_dtype_for(dtype), device=qdata.device)
     if n == 0 or k == 0:
         return out.to(dtype)
-    # a tile is at most one group wide: a tile of several groups loads a scale (and a zero
-    # point) per element, 10x slower (W4A8's groups of 32: 0.43-0.59 ms at 4096 x 14336 on
-    # an H200 against 0.05 for int4 groups of 128, session 17)
+    # 128 codes a row: groups of 32 and 64 put several whole groups in a tile, whose scales
+    # (and zero points) come as one [BLOCK_N, groups] block (W4A8: 32 rows x 4 groups rather
+    # than 128 rows x one group, 16 bytes of codes and one scale a row: bench/NOTES.md,
+    # session 26)
     bk = min(128, k // groups) if k % groups == 0 else 128
-    bn = 32 * 128 // bk
+    bk = 128 if 128 % bk == 0 else bk
+    bn = 32
     scale_c = scale.contiguous()
     z = zero.contiguous() if zero is not None else scale_c
     grid = (triton.cdiv(n, bn), triton.cdiv(k, bk))

@@ -91,13 +91,15 @@ def test_int_act_mm_bit_exact(m, mode):
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
-@pytest.mark.parametrize("group", [32, 64, 256])
-def test_dequantize_weight_exact(dtype, group):
-    """Tiles one group wide below 128 (W4A8's 32), 128 wide past it."""
-    w = torch.randn(40, 256)
+@pytest.mark.parametrize("group,k", [(32, 256), (64, 256), (256, 256), (32, 160), (64, 192)])
+def test_dequantize_weight_exact(dtype, group, k):
+    """Tiles 128 codes wide: several whole groups below 128 (W4A8's 32: a block of scales
+    and zero points a tile), one group's part past it; K not a multiple of the tile (the
+    last tile's groups beyond K masked)."""
+    w = torch.randn(40, k)
     q, s, z = affine.quantize_uint4_asymmetric(w, group)
-    got = dq.dequantize_weight_triton(pack_uint4(q), s, z, 256, dtype)
-    assert bit_equal(got, dq.dequantize_weight(pack_uint4(q), s, z, 256, dtype))
+    got = dq.dequantize_weight_triton(pack_uint4(q), s, z, k, dtype)
+    assert bit_equal(got, dq.dequantize_weight(pack_uint4(q), s, z, k, dtype))
 
 
 @pytest.mark.parametrize("group", [32, 128])
