@@ -269,15 +269,21 @@ def specs(target: str) -> list[Spec]:
         int8wo_decode := _wo("int8wo.decode", "*i8", 0, 0, 16, 64, 128),
         *decode_mma_specs(target),
         _wo("fp8wo.decode", f8, 2, 0, 16, 64, 128),
-        # int4 groups of 128 (a tile's part of one), and W4A8's of 32 (four a tile, their
-        # scales one block): tiles of 32 rows x 128 codes (dequantize_weight_triton)
+        # int4 groups of 128 and W4A8's of 32 (two and eight a tile, their scales one block):
+        # tiles of 16 rows x 256 codes; tiled int4 32 x 128 (dequantize_weight_triton)
         *(
             Spec(
                 name,
                 "weight_dequant",
                 "_dequantize_kernel",
                 deq_sig,
-                dict(WFMT=1, GROUP_SIZE=gs, BLOCK_N=32, BLOCK_K=128, TILED=tiled),
+                dict(
+                    WFMT=1,
+                    GROUP_SIZE=gs,
+                    BLOCK_N=32 if tiled else 16,
+                    BLOCK_K=128 if tiled else 256,
+                    TILED=tiled,
+                ),
                 mma=False,
             )
             for name, gs, tiled in (

@@ -146,13 +146,16 @@ def dequantize_weight_triton(
     out = torch.empty((n, k), dtype=out_dtype_for(dtype), device=qdata.device)
     if n == 0 or k == 0:
         return out.to(dtype)
-    # 128 codes a row: groups of 32 and 64 put several whole groups in a tile, whose scales
-    # (and zero points) come as one [BLOCK_N, groups] block (W4A8: 32 rows x 4 groups rather
-    # than 128 rows x one group, 16 bytes of codes and one scale a row: bench/NOTES.md,
-    # session 26)
-    bk = min(128, k // groups) if k % groups == 0 else 128
-    bk = 128 if 128 % bk == 0 else bk
-    bn = 32
+    # 16 rows x 256 codes (tiled int4: 32 x 128, one run of a tile): groups below 256 put
+    # several whole groups in a tile, whose scales (and zero points) come as one [BLOCK_N,
+    # groups] block. H100, K x N 8192^2 / 4096 x 14336 / 14336 x 4096 (bench/NOTES.md,
+    # session 26): W4A8's groups of 32 88.4 / 79.3 / 78.0 us at 128 rows x one group (16
+    # bytes of codes and one scattered scale a row) -> 68.1 / 59.7 / 59.4; int4 g128 66.4 /
+    # 58.9 / 57.9 at 32 x 128 -> 64.5 / 56.8 / 56.6
+    width = 128 if tiled else 256
+    bk = min(width, k // groups) if k % groups == 0 else width
+    bk = width if width % bk == 0 else bk
+    bn = 32 * 128 // width
     scale_c = scale.contiguous()
     z = zero.contiguous() if zero is not None else scale_c
     grid = (triton.cdiv(n, bn), triton.cdiv(k, bk))
