@@ -41,6 +41,12 @@
   255). 2.5 instructions a code. The NaN codes would come out finite: a weight holding one is
   not served (aoq.tensors.mx.MXWeight.build_derived).
 
+fp16 x (MX fp4 and fp8): the same placement, then each bf16 as a float32 (a shift or a mask),
+times 2**(b - c) in float32 (exact: float32 has bf16's exponent range; BIG's second multiply
+above the same limits), and one ``cvt.rn.f16x2.f32`` rounding a pair to fp16 once: the
+emulated path's fp16 weight (float32 value cast to fp16), subnormals, zeros and overflow to
+inf included. 4.5 instructions a code for fp8, 4 for fp4.
+
 Under the interpreter (no inline assembly) the same values come from plain integer and
 float32 arithmetic, and the dot upcasts to float32 (the interpreter's bf16 dot is wrong).
 The low nibbles meet the even activations and the high nibbles the odd ones: x's tile is
@@ -155,11 +161,47 @@ selp.b32 q, 0x7FC07FC0, q, nan;
 """
 
 
-def _fp4_asm(big: bool) -> str:
+def _mx_scale_f32(big: bool, limit: int, bias: int, b: str) -> str:
+    """_mx_scale's p (and q) as float32: 2**(b - bias) has the bits (b + 127 - bias) << 23."""
+    add = f"0x{(127 - bias) << 23:08X}"
+    if not big:
+        return f"mad.lo.u32 p, {b}, 0x00800000, {add};"
+    return f"""
+.reg .b32 e;
+.reg .pred nan;
+min.u32 e, {b}, {limit};
+mad.lo.u32 p, e, 0x00800000, {add};
+max.u32 e, {b}, {limit};
+sub.u32 e, e, {limit - 127};
+mul.lo.u32 q, e, 0x00800000;
+setp.eq.u32 nan, {b}, 255;
+selp.b32 q, 0x7FC00000, q, nan;
+"""
+
+
+def _f16_pair(src: str, out: str, big: bool) -> str:
+    """fp16 x: the bf16 pair ``src`` (two values v * 2**-c, exact) as two float32 (a shift,
+    a mask), each times p (and q): v * 2**(b - 127), exact in float32 (or inf), then one
+    ``cvt.rn.f16x2.f32`` rounds both to fp16 once, as the emulated path's cast does."""
+    muls = "".join(
+        f"mul.rn.f32 a{i}, a{i}, p;\n" + (f"mul.rn.f32 a{i}, a{i}, q;\n" if big else "")
+        for i in (0, 1)
+    )
+    return (
+        f"shl.b32 a0, {src}, 16;\nand.b32 a1, {src}, 0xFFFF0000;\n{muls}"
+        f"cvt.rn.f16x2.f32 {out}, a1, a0;\n"
+    )
+
+
+def _fp4_asm(big: bool, f16: bool = False) -> str:
     """Four bytes ($4) -> low nibbles ($0 $1) and high nibbles ($2 $3) of two bytes each,
-    times the block's power of two (from its E8M0 byte, $5)."""
-    mul = _FP4_TWO if big else _FP4_ONE
-    scale = _mx_scale(big, 128, 1, "$5")  # p = 2**(b - 1) up to b = 128
+    times the block's power of two (from its E8M0 byte, $5); ``f16``: as fp16 pairs."""
+    if f16:
+        mul = _f16_pair("m", "${o}", big)
+        scale = ".reg .b32 a0, a1;\n" + _mx_scale_f32(big, 128, 1, "$5")
+    else:
+        mul = _FP4_TWO if big else _FP4_ONE
+        scale = _mx_scale(big, 128, 1, "$5")  # p = 2**(b - 1) up to b = 128
     pairs = [
         _FP4_PAIR.format(t=t, mul=mul.format(o=lo), mul_hi=mul.format(o=hi))
         for t, lo, hi in (("t0", 0, 2), ("t1", 1, 3))
@@ -167,9 +209,14 @@ def _fp4_asm(big: bool) -> str:
     return "{" + _FP4_HEAD + scale + "".join(pairs) + "}"
 
 
-def _mxfp8_asm(big: bool) -> str:
+def _mxfp8_asm(big: bool, f16: bool = False) -> str:
     """Four MX fp8 e4m3 codes ($2) -> four bf16 ($0 $1) times their block's 2**(b - 127)
-    (its E8M0 byte $3): p = 2**(b - 7) where fp8's placement multiplies by 2**120."""
+    (its E8M0 byte $3): p = 2**(b - 7) where fp8's placement multiplies by 2**120;
+    ``f16``: four fp16."""
+    if f16:
+        scale = ".reg .b32 a0, a1;\n" + _mx_scale_f32(big, 134, 7, "$3")
+        muls = _f16_pair("h0", "$0", big) + _f16_pair("h1", "$1", big)
+        return "{" + _FP8_HEAD + scale + "\n" + muls + "}"
     muls = _FP8_ONE
     if big:
         muls = "".join(
@@ -182,6 +229,10 @@ _FP4_ASM = tl.constexpr(_fp4_asm(False))
 _FP4_BIG_ASM = tl.constexpr(_fp4_asm(True))
 _MXFP8_ASM = tl.constexpr(_mxfp8_asm(False))
 _MXFP8_BIG_ASM = tl.constexpr(_mxfp8_asm(True))
+_FP4_F16_ASM = tl.constexpr(_fp4_asm(False, True))
+_FP4_F16_BIG_ASM = tl.constexpr(_fp4_asm(True, True))
+_MXFP8_F16_ASM = tl.constexpr(_mxfp8_asm(False, True))
+_MXFP8_F16_BIG_ASM = tl.constexpr(_mxfp8_asm(True, True))
 
 
 @triton.jit
@@ -241,36 +292,54 @@ def byte_codes(q, WFMT: tl.constexpr, ASM: tl.constexpr):
 
 
 @triton.jit
-def fp4_codes(b, sb, BIG: tl.constexpr, ASM: tl.constexpr):
+def fp4_codes(b, sb, BIG: tl.constexpr, ASM: tl.constexpr, F16: tl.constexpr = False):
     """uint8 [R, C] bytes of MX fp4 codes, int32 [R] E8M0 bytes of their block (BIG: some
     block of the weight has a byte above 128) -> (low nibbles, high nibbles)
-    times 2**(b - 127) as [R, C] tensors: bf16 from the assembly; float32 under the
-    interpreter (the reference's values, exact)."""
-    if ASM:
+    times 2**(b - 127) as [R, C] tensors: bf16 (F16: fp16) from the assembly; float32 under
+    the interpreter (the reference's values, exact; F16: rounded to fp16 as the reference's
+    cast)."""
+    sbb = tl.broadcast_to(sb[:, None], b.shape)
+    if ASM and F16:
         lo, hi = tl.inline_asm_elementwise(
-            _FP4_BIG_ASM if BIG else _FP4_ASM, "=r,=r,=r,=r,r,r,r,r,r",
-            [b, tl.broadcast_to(sb[:, None], b.shape)], dtype=(tl.bfloat16, tl.bfloat16),
-            is_pure=True, pack=4,
+            _FP4_F16_BIG_ASM if BIG else _FP4_F16_ASM, "=r,=r,=r,=r,r,r,r,r,r", [b, sbb],
+            dtype=(tl.float16, tl.float16), is_pure=True, pack=4,
+        )  # fmt: skip
+    elif ASM:
+        lo, hi = tl.inline_asm_elementwise(
+            _FP4_BIG_ASM if BIG else _FP4_ASM, "=r,=r,=r,=r,r,r,r,r,r", [b, sbb],
+            dtype=(tl.bfloat16, tl.bfloat16), is_pure=True, pack=4,
         )  # fmt: skip
     else:
         p = b.to(tl.int32)
         d = e8m0_value(sb)[:, None]
         lo = elem_value(p & 15, 2, 1, 1, 0) * d
         hi = elem_value(p >> 4, 2, 1, 1, 0) * d
+        if F16:
+            lo = lo.to(tl.float16).to(tl.float32)
+            hi = hi.to(tl.float16).to(tl.float32)
     return lo, hi
 
 
 @triton.jit
-def mxfp8_codes(q, sb, BIG: tl.constexpr, ASM: tl.constexpr):
-    """uint8 [R, C] MX fp8 e4m3 codes, int32 [R] E8M0 bytes of their block (BIG: some block
-    of the weight has a byte above 134) -> their values times 2**(b - 127): bf16 from the
-    assembly; float32 under the interpreter (the reference's values, exact)."""
-    if ASM:
+def mxfp8_codes(q, sb, BIG: tl.constexpr, ASM: tl.constexpr, F16: tl.constexpr = False):
+    """uint8 [R, C] MX fp8 e4m3 codes, int32 [R] E8M0 bytes of their block (BIG: some byte
+    of the weight is above 134) -> their values times 2**(b - 127): bf16 (F16: fp16) from the
+    assembly; float32 under the interpreter (the reference's values, exact; rounded to fp16
+    under F16)."""
+    sbb = tl.broadcast_to(sb[:, None], q.shape)
+    if ASM and F16:
         w = tl.inline_asm_elementwise(
-            _MXFP8_BIG_ASM if BIG else _MXFP8_ASM, "=r,=r,r,r,r,r,r",
-            [q, tl.broadcast_to(sb[:, None], q.shape)], dtype=tl.bfloat16, is_pure=True,
-            pack=4,
+            _MXFP8_F16_BIG_ASM if BIG else _MXFP8_F16_ASM, "=r,=r,r,r,r,r,r", [q, sbb],
+            dtype=tl.float16, is_pure=True, pack=4,
         )  # fmt: skip
+    elif ASM:
+        w = tl.inline_asm_elementwise(
+            _MXFP8_BIG_ASM if BIG else _MXFP8_ASM, "=r,=r,r,r,r,r,r", [q, sbb],
+            dtype=tl.bfloat16, is_pure=True, pack=4,
+        )  # fmt: skip
+    elif F16:
+        w = elem_value(q.to(tl.int32), 4, 3, 7, 1) * e8m0_value(sb)[:, None]
+        w = w.to(tl.float16).to(tl.float32)
     else:  # exact in float32, then onto bf16's subnormal grid (2**-133, nearest even) as
         # the assembly's one rounding: adding 1.5 * 2**-110 (the sum's ulp 2**-133 for either
         # sign) rounds, subtracting it is exact; larger values have no bits that fine

@@ -203,6 +203,8 @@ row-major with this 20.7 / 18.3 / 19.0 (within noise of PREF). 4 or 5 stages wer
 
 X_DTYPES = {
     WeightFormat.UINT4: (torch.bfloat16, torch.float16),
+    WeightFormat.MX_FP4: (torch.bfloat16, torch.float16),
+    WeightFormat.MX_FP8: (torch.bfloat16, torch.float16),
     WeightFormat.INT4_SYM: (torch.int8,),
     WeightFormat.INT8: (torch.bfloat16, torch.float16),
     WeightFormat.FP8: (torch.bfloat16, torch.float16),
@@ -215,9 +217,12 @@ e4m3 codes are exact in fp16 as in bf16, and their float code path (fp16 x takes
 makes bf16) cost nothing at M1 on an H100: int8 27.1 / 23.6 / 24.2 us with PTX, 27.0 / 23.5
 / 24.2 with the float path, fp8 26.9 / 24.1 / 24.3 against 26.7 / 24.2 / 24.1 (8192^2 /
 4096 x 14336 / 14336 x 4096, bf16 x, session 25), where fp16 ran the FMA decode before
-(4096^2 M1: int8wo 10.8 us against bf16's 9.5, fp8wo 10.0 against 9.4, run a858d0). MX
-keeps bf16."""
+(4096^2 M1: int8wo 10.8 us against bf16's 9.5, fp8wo 10.0 against 9.4, run a858d0). MX fp4
+and fp8 with fp16 x: their PTX's values as float32, rounded once to fp16 (bf16_codes), the
+emulated path's fp16 weights; before, the FMA decode (MX fp8 at 4096^2 M1: 22.6 us, 0.77x
+fp16 F.linear, run a858d0)."""
 
+MX_FORMATS = (WeightFormat.MX_FP4, WeightFormat.MX_FP8)
 BIG_MODE = {0: 0, 2: 1, 1: 2}
 """MX fp4's BIG flag's length -> the kernel's BIG (aoq.tensors.mx.big_scale_flag): [0] no
 block scale above 2**1, [2] some, [1] the answer on the device."""
@@ -232,15 +237,15 @@ def serves(
     zero: torch.Tensor | None = None,
     tiled: bool = False,
 ) -> bool:
-    """M <= 16 rows of bf16 activations (fp16 too for int4, per-channel int8 and e4m3: X_DTYPES;
-    int8 codes for W4A8's symmetric int4), contiguous;
+    """M <= 16 rows of bf16 activations (fp16 too for int4, MX, per-channel int8 and e4m3:
+    X_DTYPES; int8 codes for W4A8's symmetric int4), contiguous;
     int4 groups of 32..256 (powers of two; aoq.tensors.int4.DECODE_MMA_GROUPS mirrors them);
     per-channel int8 or float8 e4m3fn with K a multiple of 16 (fp8 on CUDA, where its
     conversion is assembly, and the interpreter). int4 scales [N, G] (and zero points, with
-    the same strides) row-major or group-major. MX fp4: bf16 x, blocks of 32..256 (their
+    the same strides) row-major or group-major. MX fp4 / fp8: blocks of 32..256 (their
     E8M0 bytes as the scale) and the weight's int32 BIG flag as ``zero``
     (aoq.tensors.mx.big_scale_flag: its length says whether the host knows its value)."""
-    mx = wfmt in (WeightFormat.MX_FP4, WeightFormat.MX_FP8)
+    mx = wfmt in MX_FORMATS
     if scale is not None and scale.dim() == 2 and scale.shape[1] > 1:
         if scale.stride() not in ((scale.shape[1], 1), (1, scale.shape[0])):
             return False
@@ -272,13 +277,13 @@ def serves(
 
 
 def _asm(x: torch.Tensor, wfmt: WeightFormat, backend: Backend) -> bool:
-    """The codes converted by inline PTX on NVIDIA: to bf16 for bf16 x, and int4's to fp16
-    for fp16 x; per-channel codes with fp16 x take the float path (X_DTYPES), except e4m3
+    """The codes converted by inline PTX on NVIDIA: to bf16 for bf16 x, and int4's and MX's
+    to fp16 for fp16 x; per-channel codes with fp16 x take the float path (X_DTYPES), except e4m3
     codes below sm89, which has no fp8 conversion instruction: there the PTX's bf16 codes are
     cast to fp16 (exact)."""
     if backend is not Backend.CUDA:
         return False
-    if x.dtype != torch.float16 or wfmt is WeightFormat.UINT4:
+    if x.dtype != torch.float16 or wfmt in (WeightFormat.UINT4, *MX_FORMATS):
         return True
     return wfmt is WeightFormat.FP8 and not fp8_cvt(x.device)
 
@@ -337,7 +342,7 @@ def decode_mma(
     n_prog = triton.cdiv(n, bn)
     p = splitk.plan(y, backend, n_prog, k, bk, split, per_sm=per_sm, exact=exact)
     xq = x_scale is not None
-    if wfmt in (WeightFormat.MX_FP4, WeightFormat.MX_FP8):
+    if wfmt in MX_FORMATS:
         if zero is None or zero.numel() not in BIG_MODE:
             raise ValueError("MX weights take their BIG flag as zero (see serves)")
         cfg["BIG"] = BIG_MODE[zero.numel()]

@@ -112,7 +112,7 @@ def _pair_step(acc, acc_t, xt, b, s_cur, z_cur, WFMT: tl.constexpr, GROUP_SIZE: 
     the high ones its odd columns."""
     xe, xo = tl.split(tl.reshape(xt, (xt.shape[0], GROUP_SIZE // 2, 2)))
     if WFMT == 4:
-        lo, hi = fp4_codes(b, s_cur, BIG, ASM)
+        lo, hi = fp4_codes(b, s_cur, BIG, ASM, xt.dtype == tl.float16)
     else:
         lo, hi = int4_codes(b, z_cur, ASM, xt.dtype == tl.float16)
     if not UPCAST:
@@ -180,8 +180,8 @@ def _group_steps(
                 xt = xt.to(tl.float32 if UPCAST else tl.bfloat16)
             if WFMT == 5:  # MX fp8: a byte a code, the block scale in the values
                 b = tl.load(wrows + kg, mask=nmask[:, None], other=0)
-                acc, acc_t = _weights_mma(acc, acc_t, mxfp8_codes(b, s_cur, BIG, ASM), xt,
-                                          UPCAST, WT)  # fmt: skip
+                w = mxfp8_codes(b, s_cur, BIG, ASM, xt.dtype == tl.float16)
+                acc, acc_t = _weights_mma(acc, acc_t, w, xt, UPCAST, WT)
             else:
                 kb = kg // 2
                 if ALIGNED and not TILED:  # (probe: decode_mma.TILE's ALIGNED, off)

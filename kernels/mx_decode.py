@@ -40,7 +40,8 @@ from aoq.formats.packing import unpack_uint4
 
 FP4 = WeightFormat.MX_FP4
 DECODE_MMA_FORMATS = {MXElem.FP4_E2M1: FP4, MXElem.FP8_E4M3: WeightFormat.MX_FP8}
-"""MX elements decode_mma serves with bf16 activations (its bf16-pair decode)."""
+"""MX elements decode_mma serves, with bf16 or fp16 activations (its bf16-pair decode; fp16
+rounds its pairs' values once more, as the emulated path's cast)."""
 ROW_CHUNK = tl.constexpr(2048)
 """Elements a step of the NVFP4 one-row amax reads."""
 
@@ -182,7 +183,7 @@ def mx_decode_triton(
     elem fp4_e2m1. ``split`` forces the split-K (tests).
 
     ``big_scales`` (aoq.tensors.mx.big_scale_flag; ``scale`` then its group-major bytes, a
-    view with strides (1, N)): bf16 x and fp4 or fp8 e4m3 codes go to decode_mma's
+    view with strides (1, N)): bf16 or fp16 x and fp4 or fp8 e4m3 codes go to decode_mma's
     bf16-pair decode (WFMT 4 and 5: the same weights, in about half the time, bench/NOTES.md
     sessions 16 and 17); anything it does not serve reads the bytes row-major here.
 

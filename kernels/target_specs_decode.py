@@ -23,8 +23,8 @@ def decode_mma(
     WFMT 3 is W4A8: int8 activations with zero points, symmetric int4 weights; 4 MX fp4
     weights (E8M0 bytes, the BIG flag as z_ptr). ``rows``: x's padding (tile ROWS);
     ``tiled``: int4 codes in tile order with zero points as words (decode_mma.TILED_TILE);
-    ``fp16``: fp16 activations (int4: its fp16 PTX; per-channel int8 / e4m3: the float path,
-    except e4m3 on sm80, decode_mma._asm)."""
+    ``fp16``: fp16 activations (int4, MX: their fp16 PTX; per-channel int8 / e4m3: the float
+    path, except e4m3 on sm80, decode_mma._asm)."""
     from aoq.kernels._common import WeightFormat
     from aoq.kernels.decode_mma import TILE, TILED_TILE
 
@@ -40,7 +40,9 @@ def decode_mma(
         "xz_ptr": "*i32", "b_ptr": xf,
         "y_ptr": xf, "p_ptr": "*fp32", "c_ptr": "*i32",
     }  # fmt: skip
-    asm = target.startswith("sm") and (not fp16 or wfmt == 1 or (wfmt == 2 and target == "sm80"))
+    asm = target.startswith("sm") and (
+        not fp16 or wfmt in (1, 4, 5) or (wfmt == 2 and target == "sm80")
+    )
     sig.update({n: "i32" for n in ("M", "N", "K", "stride_sn", "stride_sg", "K_SPLIT",
                                    "stride_xm", "stride_wn", "stride_ym")})  # fmt: skip
     int4 = wfmt in (1, 3, 4, 5)  # grouped: a scale (and PREF) a group
@@ -75,8 +77,11 @@ def decode_mma_specs(target: str) -> list[Spec]:
         decode_mma("mxwo_fp8.decode_mma", 5, 32, 128, target),
         # fp8 decode_mma serves CUDA only (ROCm keeps the FMA decode below)
         *([decode_mma("fp8wo.decode_mma", 2, 16, 256, target)] if target.startswith("sm") else []),
-        # fp16 activations (decode_mma.X_DTYPES): int4 (its fp16 PTX), per-channel int8 and e4m3
+        # fp16 activations (decode_mma.X_DTYPES): int4 and MX (their fp16 PTX), per-channel
+        # int8 and e4m3
         decode_mma("int4wo.decode_mma_fp16", 1, 128, 128, target, fp16=True),
+        decode_mma("mxwo_fp4.decode_mma_fp16", 4, 32, 64, target, fp16=True),
+        decode_mma("mxwo_fp8.decode_mma_fp16", 5, 32, 128, target, fp16=True),
         decode_mma("int4wo.decode_mma_tiled_fp16", 1, 128, 128, target, tiled=True, fp16=True),
         decode_mma("int8wo.decode_mma_fp16", 0, 16, 256, target, fp16=True),
         *(
