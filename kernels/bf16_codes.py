@@ -141,41 +141,33 @@ _FP4_ONE = "fma.rn.bf16x2 ${o}, m, p, nz;"
 _FP4_TWO = "fma.rn.bf16x2 m, m, p, nz;\nfma.rn.bf16x2 ${o}, m, q, nz;"
 
 
-def _mx_scale(big: bool, limit: int, bias: int, b: str) -> str:
-    """p (and for ``big`` q) from the E8M0 byte in operand ``b``: the bf16 of 2**(b - bias)
-    in both halves for b <= limit; big: p = 2**(min(b, limit) - bias), q = 2**(max(b, limit)
-    - limit), q NaN for b = 255. (A bf16 of exponent e - 127 has the bits e << 7.)"""
-    add = f"0x{(127 - bias) << 7:04X}{(127 - bias) << 7:04X}"
+_SCALE_BITS = {
+    "bf16x2": ("0x00800080", lambda e: f"0x{e << 7:04X}{e << 7:04X}", "0x7FC07FC0"),
+    "f32": ("0x00800000", lambda e: f"0x{e << 23:08X}", "0x7FC00000"),
+}
+"""Per kind of p and q: the multiplier that moves a byte into the exponent field (both
+bf16 halves, or float32's), the bits of an exponent field e, and NaN."""
+
+
+def _mx_scale(big: bool, limit: int, bias: int, b: str, kind: str = "bf16x2") -> str:
+    """p (and for ``big`` q) from the E8M0 byte in operand ``b``: 2**(b - bias) for b <=
+    limit, as bf16 in both halves (``kind`` "f32": as float32); big: p = 2**(min(b, limit) -
+    bias), q = 2**(max(b, limit) - limit), q NaN for b = 255. (A bf16 of exponent e - 127
+    has the bits e << 7; a float32, e << 23.)"""
+    mul, field, nan = _SCALE_BITS[kind]
+    add = field(127 - bias)
     if not big:
-        return f"mad.lo.u32 p, {b}, 0x00800080, {add};"
+        return f"mad.lo.u32 p, {b}, {mul}, {add};"
     return f"""
 .reg .b32 e;
 .reg .pred nan;
 min.u32 e, {b}, {limit};
-mad.lo.u32 p, e, 0x00800080, {add};
+mad.lo.u32 p, e, {mul}, {add};
 max.u32 e, {b}, {limit};
 sub.u32 e, e, {limit - 127};
-mul.lo.u32 q, e, 0x00800080;
+mul.lo.u32 q, e, {mul};
 setp.eq.u32 nan, {b}, 255;
-selp.b32 q, 0x7FC07FC0, q, nan;
-"""
-
-
-def _mx_scale_f32(big: bool, limit: int, bias: int, b: str) -> str:
-    """_mx_scale's p (and q) as float32: 2**(b - bias) has the bits (b + 127 - bias) << 23."""
-    add = f"0x{(127 - bias) << 23:08X}"
-    if not big:
-        return f"mad.lo.u32 p, {b}, 0x00800000, {add};"
-    return f"""
-.reg .b32 e;
-.reg .pred nan;
-min.u32 e, {b}, {limit};
-mad.lo.u32 p, e, 0x00800000, {add};
-max.u32 e, {b}, {limit};
-sub.u32 e, e, {limit - 127};
-mul.lo.u32 q, e, 0x00800000;
-setp.eq.u32 nan, {b}, 255;
-selp.b32 q, 0x7FC00000, q, nan;
+selp.b32 q, {nan}, q, nan;
 """
 
 
@@ -198,7 +190,7 @@ def _fp4_asm(big: bool, f16: bool = False) -> str:
     times the block's power of two (from its E8M0 byte, $5); ``f16``: as fp16 pairs."""
     if f16:
         mul = _f16_pair("m", "${o}", big)
-        scale = ".reg .b32 a0, a1;\n" + _mx_scale_f32(big, 128, 1, "$5")
+        scale = ".reg .b32 a0, a1;\n" + _mx_scale(big, 128, 1, "$5", "f32")
     else:
         mul = _FP4_TWO if big else _FP4_ONE
         scale = _mx_scale(big, 128, 1, "$5")  # p = 2**(b - 1) up to b = 128
@@ -214,7 +206,7 @@ def _mxfp8_asm(big: bool, f16: bool = False) -> str:
     (its E8M0 byte $3): p = 2**(b - 7) where fp8's placement multiplies by 2**120;
     ``f16``: four fp16."""
     if f16:
-        scale = ".reg .b32 a0, a1;\n" + _mx_scale_f32(big, 134, 7, "$3")
+        scale = ".reg .b32 a0, a1;\n" + _mx_scale(big, 134, 7, "$3", "f32")
         muls = _f16_pair("h0", "$0", big) + _f16_pair("h1", "$1", big)
         return "{" + _FP8_HEAD + scale + "\n" + muls + "}"
     muls = _FP8_ONE
