@@ -1,5 +1,6 @@
 """The GPU and interpreter decode entries of the MX and NVFP4 schemes (kernels/mx_decode.py,
-and kernels/decode_mma.py's bf16-pair decode for MX fp4 on CUDA); the other schemes' entries,
+and kernels/decode_mma.py's bf16-pair decode for MX fp4 and fp8 e4m3 with bf16 or fp16
+activations on CUDA); the other schemes' entries,
 and the helpers these share, are in triton_linear.py."""
 
 from __future__ import annotations
@@ -44,8 +45,9 @@ def _mx_decode(x: torch.Tensor, w: MXWeight | NVFP4Tensor, bias: Any) -> torch.T
         else:
             qdq = _k.mx_cast.mx_qdq_gpu if gpu else torch.ops.aoq.mx_qdq
             x = _call("mx_qdq", qdq, x, elem.value, bs, 1, rule)
-    d = w.derived() if isinstance(w, MXWeight) and x.dtype == torch.bfloat16 else {}
-    if "big_scales" in d:  # fp4 on CUDA: the bf16-pair decode (kernels/decode_mma.py)
+    half = x.dtype in (torch.bfloat16, torch.float16)
+    d = w.derived() if isinstance(w, MXWeight) and half else {}
+    if "big_scales" in d:  # fp4 / fp8 e4m3 on CUDA: the bf16-pair decode (kernels/decode_mma.py)
         gm, flag = d["scale_gm"].t(), d["big_scales"]
         return _call("mx_decode", _mx_decode_bf16,
                      x, w.qdata, gm, ts, elem.value, bs, fb, flag)  # fmt: skip
