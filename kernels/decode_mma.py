@@ -276,16 +276,22 @@ def serves(
     return groups == 1 and k % 16 == 0
 
 
+def ptx_codes(wfmt: WeightFormat, fp16: bool, has_fp8_cvt: bool) -> bool:
+    """Whether NVIDIA converts the codes by inline PTX: to bf16 for bf16 x, and int4's and
+    MX's to fp16 for fp16 x; per-channel codes with fp16 x take the float path (X_DTYPES),
+    except e4m3 codes on a GPU without fp8 conversion instructions (below sm89): there the
+    PTX's bf16 codes are cast to fp16 (exact). The launcher's rule and the compile specs'."""
+    if not fp16 or wfmt in (WeightFormat.UINT4, *MX_FORMATS):
+        return True
+    return wfmt is WeightFormat.FP8 and not has_fp8_cvt
+
+
 def _asm(x: torch.Tensor, wfmt: WeightFormat, backend: Backend) -> bool:
-    """The codes converted by inline PTX on NVIDIA: to bf16 for bf16 x, and int4's and MX's
-    to fp16 for fp16 x; per-channel codes with fp16 x take the float path (X_DTYPES), except e4m3
-    codes below sm89, which has no fp8 conversion instruction: there the PTX's bf16 codes are
-    cast to fp16 (exact)."""
+    """:func:`ptx_codes` for this launch (AMD and the interpreter: the float path)."""
     if backend is not Backend.CUDA:
         return False
-    if x.dtype != torch.float16 or wfmt in (WeightFormat.UINT4, *MX_FORMATS):
-        return True
-    return wfmt is WeightFormat.FP8 and not fp8_cvt(x.device)
+    fp16 = x.dtype == torch.float16
+    return ptx_codes(wfmt, fp16, fp16 and wfmt is WeightFormat.FP8 and fp8_cvt(x.device))
 
 
 def decode_mma(

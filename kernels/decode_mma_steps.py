@@ -66,8 +66,8 @@ def _step_params(s_ptr, z_ptr, srow, nmask, k0, k_hi, stride_sg, WFMT: tl.conste
 @triton.jit
 def _weights_mma(acc, acc_t, w, xt, UPCAST: tl.constexpr, WT: tl.constexpr):
     """(acc, acc_t) plus x's tile times the decoded weights w [BLOCK_N, C] (one per byte), in
-    either orientation; w in x's dtype (bf16, or fp16 for per-channel int8 / e4m3 codes:
-    exact in both)."""
+    either orientation; w in x's dtype (bf16 or fp16: per-channel int8 / e4m3 codes exact in
+    both, MX fp8 in fp16 already rounded as the emulated path's weights)."""
     if not UPCAST:
         w = w.to(xt.dtype)
     if WT:

@@ -24,9 +24,9 @@ def decode_mma(
     weights (E8M0 bytes, the BIG flag as z_ptr). ``rows``: x's padding (tile ROWS);
     ``tiled``: int4 codes in tile order with zero points as words (decode_mma.TILED_TILE);
     ``fp16``: fp16 activations (int4, MX: their fp16 PTX; per-channel int8 / e4m3: the float
-    path, except e4m3 on sm80, decode_mma._asm)."""
+    path, except e4m3 on sm80: decode_mma.ptx_codes)."""
     from aoq.kernels._common import WeightFormat
-    from aoq.kernels.decode_mma import TILE, TILED_TILE
+    from aoq.kernels.decode_mma import TILE, TILED_TILE, ptx_codes
 
     if tiled:
         over = {**TILED_TILE, "TILED": True, "ZW": True, **over}
@@ -40,9 +40,7 @@ def decode_mma(
         "xz_ptr": "*i32", "b_ptr": xf,
         "y_ptr": xf, "p_ptr": "*fp32", "c_ptr": "*i32",
     }  # fmt: skip
-    asm = target.startswith("sm") and (
-        not fp16 or wfmt in (1, 4, 5) or (wfmt == 2 and target == "sm80")
-    )
+    asm = target.startswith("sm") and ptx_codes(WeightFormat(wfmt), fp16, target != "sm80")
     sig.update({n: "i32" for n in ("M", "N", "K", "stride_sn", "stride_sg", "K_SPLIT",
                                    "stride_xm", "stride_wn", "stride_ym")})  # fmt: skip
     int4 = wfmt in (1, 3, 4, 5)  # grouped: a scale (and PREF) a group
