@@ -10,7 +10,8 @@ plain read of the weight's bytes takes (``read``: a grid-strided int32 sum, the 
 kernel that reads them once), and writes every row to ``--out``. ``--extra`` adds variants
 (JSON, per format; beside TILE's keys, int4 takes ``ZW``: the zero points as 32-bit words,
 and ``TILED``: the codes in tile order, with ZW unless ``"ZW": false``, as Int4Tensor ships
-them), ``--no-defaults`` drops the ones below.
+them; ``TILE_B`` / ``TILE_R`` with it: other tiles, e.g. W4A8's one group a tile), ``--no-defaults``
+drops the ones below.
 ``w4a8gemv`` times W4A8's decode as the bench's graphs run it: the activation kernel, then
 w4a8_gemv (M = 1) or int_act_mm's decode (M > 1); keys GEMV_TILE's (M = 1), ``SGM`` (the
 scales group-major), ``XQ`` (x quantized in the GEMV: one launch) and ``PDL`` (the decode
@@ -217,7 +218,7 @@ def _runner_of(wf: Any, groups: int, x: torch.Tensor, t: tuple, tile: dict, fmt:
     if tile.pop("ZW", tiled):
         t = (t[0], t[1], pack_zero_words(t[2].contiguous()))
     if tiled:
-        t = (tile_uint4(t[0]), *t[1:])
+        t = (tile_uint4(t[0], tile.get("TILE_B", 64), tile.get("TILE_R", 64)), *t[1:])
     if wf is W.INT4_SYM:
         xq, xs, _ = act_quant.quantize_int8_act_triton(x, 0, None)
     out = torch.float32 if wf is W.INT4_SYM else x.dtype

@@ -205,24 +205,29 @@ def unpack_nibbles(packed):
 
 
 @triton.jit
-def int4_rows(offs_n, stride_wn, K, TILED: tl.constexpr):
+def int4_rows(
+    offs_n, stride_wn, K, TILED: tl.constexpr, RB: tl.constexpr = 64, TR: tl.constexpr = 64
+):
     """int64 [BLOCK_N]: where each row's codes start, in bytes: the row-major packing's
-    n * stride, or for TILED (aoq.formats.packing.tile_uint4, 64 x 64-byte tiles) the row's
-    band plus its 64-byte run in the band's first tile. Add :func:`int4_cols`."""
+    n * stride, or for TILED (aoq.formats.packing.tile_uint4: tiles of TR rows x RB bytes,
+    64 x 64 as Int4Tensor ships them) the row's band plus its RB-byte run in the band's
+    first tile. Add :func:`int4_cols`."""
     if TILED:
         n = offs_n.to(tl.int64)
-        return (n // 64) * (32 * K) + (n % 64) * 64
+        return (n // TR) * (TR * K // 2) + (n % TR) * RB
     else:
         return offs_n.to(tl.int64) * stride_wn
 
 
 @triton.jit
-def int4_cols(cb, TILED: tl.constexpr, RUN: tl.constexpr = 1):
+def int4_cols(
+    cb, TILED: tl.constexpr, RUN: tl.constexpr = 1, RB: tl.constexpr = 64, TR: tl.constexpr = 64
+):
     """Byte column(s) ``cb`` of a row, as offsets from :func:`int4_rows`: the tiled
-    packing's tile (4096 bytes each) and place in its 64-byte run. A scalar ``cb`` that
-    starts a run of RUN <= 64 bytes (a multiple of RUN; RUN divides 64) stays one contiguous
+    packing's tile (TR x RB bytes each) and place in its RB-byte run. A scalar ``cb`` that
+    starts a run of RUN <= RB bytes (a multiple of RUN; RUN divides RB) stays one contiguous
     run, which the hint lets the compiler load 16 bytes at a time."""
     if TILED:
-        return (cb // 64) * 4096 + tl.multiple_of(cb % 64, RUN)
+        return (cb // RB) * (TR * RB) + tl.multiple_of(cb % RB, RUN)
     else:
         return cb

@@ -67,6 +67,7 @@ def _decode_mma_kernel(
     BIG: tl.constexpr = 0, ROWS: tl.constexpr = 16, IMMA: tl.constexpr = False,
     LOOP_STAGES: tl.constexpr = 0, ZW: tl.constexpr = False, TILED: tl.constexpr = False,
     PDL: tl.constexpr = False, TRIGGER: tl.constexpr = False, ALIGNED: tl.constexpr = False,
+    TILE_B: tl.constexpr = 64, TILE_R: tl.constexpr = 64,
 ):  # fmt: skip
     """Program (n, s): outputs [ROWS, BLOCK_N] (x padded to ROWS rows: 16, or 8 for M <= 8,
     the n of NVIDIA's m16n8k16) over K range s. int4 (WFMT 1: zero points from
@@ -83,7 +84,8 @@ def _decode_mma_kernel(
     wrote x (and xs, xz), which it waits for before reading them. TRIGGER: splitk.trigger.
     ALIGNED (a probe, off in TILE until timed): row-major int4 / W4A8 / MX fp4 codes hinted
     one aligned run a group, so sm80-sm100 load them with 16-byte cp.async instead of two
-    8-byte ones (bench/NOTES.md, session 24)."""
+    8-byte ones (bench/NOTES.md, session 24). TILE_B, TILE_R (TILED; probes): the tile's
+    bytes a row and rows (aoq.formats.packing.tile_uint4; 64 x 64 as Int4Tensor ships)."""
     splitk.trigger(TRIGGER)
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
@@ -101,7 +103,7 @@ def _decode_mma_kernel(
     if WFMT == 1 or WFMT >= 3:
         wrows = (
             w_ptr
-            + int4_rows(offs_n, stride_wn, K, TILED)[:, None]
+            + int4_rows(offs_n, stride_wn, K, TILED, TILE_B, TILE_R)[:, None]
             + tl.arange(0, GROUP_SIZE // (1 if WFMT == 5 else 2))[None, :]
         )
         srow = offs_n.to(tl.int64) * stride_sn
@@ -115,13 +117,13 @@ def _decode_mma_kernel(
             acc, acc_t = _group_steps(
                 acc, acc_t, xrows, wrows, s_ptr, z_ptr, srow, nmask, mmask, xz, k_lo, k_hi,
                 stride_sg, WFMT, GROUP_SIZE, GROUPS, XQ, XZ, BLOCK_K, ASM, UPCAST, WT, PREF, True,
-                IMMA, LOOP_STAGES, ZW, TILED, ALIGNED,
+                IMMA, LOOP_STAGES, ZW, TILED, ALIGNED, TILE_B, TILE_R,
             )  # fmt: skip
         else:
             acc, acc_t = _group_steps(
                 acc, acc_t, xrows, wrows, s_ptr, z_ptr, srow, nmask, mmask, xz, k_lo, k_hi,
                 stride_sg, WFMT, GROUP_SIZE, GROUPS, XQ, XZ, BLOCK_K, ASM, UPCAST, WT, PREF, False,
-                IMMA, LOOP_STAGES, ZW, TILED, ALIGNED,
+                IMMA, LOOP_STAGES, ZW, TILED, ALIGNED, TILE_B, TILE_R,
             )  # fmt: skip
     else:
         if WFMT == 2:  # float8 codes read as their bytes (the conversion is ours)
@@ -170,7 +172,11 @@ split up to one full wave, not only powers of two), orientation (WT), scale pref
   below 7 (4, 4, 8): 19.3 / 18.7 / 18.0 us against 21.0 / 19.7 / 18.7 at M 1 (session 16).
 - INT4_SYM (W4A8, 2 <= M <= 16, groups of 32): two groups a step from group-major scales,
   23.3-25.2 us against 35.3-38.2 (session 9's 128 x 128, 4 warps); row-major scales
-  34.1-36.7; other tiles slower.
+  34.1-36.7; other tiles slower. With the codes in tiles of 64 (or 16) rows x one group
+  (TILED with TILE_B 16: each group's rows one 1 KB run), one group a step and 5 pipelined
+  stages, M 16 takes 21.4 / 19.1-19.5 / 19.2-19.5 us against 26.2 / 23.5 / 24.2 (H100,
+  session 27), but the M = 1 GEMV reads those tiles 15-25 % slower than row-major codes,
+  whatever its tile: the packing stays row-major (bench/NOTES.md, session 27).
 - MX_FP8: 30.4 / 27.8 / 26.7 us at M 1 against 30.7 / 30.0 / 26.7 for 4 stages at 4 an SM;
   24 other tiles (32-128 rows, 64-128 K, 3-4 stages, no PREF) no faster (session 17).
 - INT8 / FP8: 19.3-21.2 / 19.4-21.0 us at M 1 against 19.5-21.3 / 19.4-21.2 (64 x 128 or

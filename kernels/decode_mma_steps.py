@@ -78,7 +78,7 @@ def _weights_mma(acc, acc_t, w, xt, UPCAST: tl.constexpr, WT: tl.constexpr):
 
 
 @triton.jit
-def _nibble_step(acc, acc_t, xt, wptrs, nmask, s_cur, z_cur, WFMT: tl.constexpr,
+def _nibble_step(acc, acc_t, xt, b, s_cur, z_cur, WFMT: tl.constexpr,
                  GROUP_SIZE: tl.constexpr, BIG: tl.constexpr, ASM: tl.constexpr,
                  UPCAST: tl.constexpr, WT: tl.constexpr, IMMA: tl.constexpr):  # fmt: skip
     """One group of two codes a byte. int4 sums the group apart and scales it; MX fp4 has
@@ -86,7 +86,6 @@ def _nibble_step(acc, acc_t, xt, wptrs, nmask, s_cur, z_cur, WFMT: tl.constexpr,
     on the integer MMA, its sums read back as float32 (IMMA_BASE: the same integers the bf16
     path sums, exactly); otherwise bf16 pairs, the low nibbles meeting x's even columns, the high
     ones its odd."""
-    b = tl.load(wptrs, mask=nmask[:, None], other=0)
     if IMMA:
         tl.static_assert(GROUP_SIZE <= 256, "IMMA_BASE holds the sums of groups up to 256")
         lo, hi = nibble_bytes(b, ASM)
@@ -141,7 +140,7 @@ def _group_steps(
     XZ: tl.constexpr, BLOCK_K: tl.constexpr, ASM: tl.constexpr, UPCAST: tl.constexpr,
     WT: tl.constexpr, PREF: tl.constexpr, BIG: tl.constexpr, IMMA: tl.constexpr = False,
     LOOP_STAGES: tl.constexpr = 0, ZW: tl.constexpr = False, TILED: tl.constexpr = False,
-    ALIGNED: tl.constexpr = False,
+    ALIGNED: tl.constexpr = False, TILE_B: tl.constexpr = 64, TILE_R: tl.constexpr = 64,
 ):  # fmt: skip
     """The main loop of the grouped formats (int4, W4A8, MX) over K range [k_lo, k_hi):
     (acc, acc_t) plus this range's products. ``wrows``: each row's first code byte plus the
@@ -189,8 +188,9 @@ def _group_steps(
                     # the step), so the group's codes are one run aligned to its length:
                     # sm90 then loads them 16 bytes at a time (cp.async 0x10, not two 0x8)
                     kb = tl.multiple_of(kb, GROUP_SIZE // 2)
-                wp = wrows + int4_cols(kb, TILED, GROUP_SIZE // 2)
-                acc, acc_t = _nibble_step(acc, acc_t, xt, wp, nmask, s_cur, z_cur,
+                wp = wrows + int4_cols(kb, TILED, GROUP_SIZE // 2, TILE_B, TILE_R)
+                b = tl.load(wp, mask=nmask[:, None], other=0)
+                acc, acc_t = _nibble_step(acc, acc_t, xt, b, s_cur, z_cur,
                                           WFMT, GROUP_SIZE, BIG, ASM, UPCAST, WT,
                                           IMMA)  # fmt: skip
     return acc, acc_t

@@ -89,27 +89,33 @@ def tiles_uint4(n: int, k: int, group_size: int) -> bool:
     return n % TILE_ROWS == 0 and k % (2 * TILE_BYTES) == 0 and group_size <= 2 * TILE_BYTES
 
 
-def tile_uint4(packed: torch.Tensor) -> torch.Tensor:
+def tile_uint4(
+    packed: torch.Tensor, tile_bytes: int = TILE_BYTES, tile_rows: int = TILE_ROWS
+) -> torch.Tensor:
     """Packed int4 codes [N, K // 2] (pack_uint4, row-major) -> the same bytes in tile order,
-    as [N, K // 2]: tiles of 64 rows x 64 bytes, one after another along K within a band of
-    64 rows, the bands one after another; a tile's rows are its 64-byte runs. Byte (n, j)
-    goes to flat offset (n // 64) * 32 K + (j // 64) * 4096 + (n % 64) * 64 + j % 64. A
-    decode kernel's step over 64 rows and 128 codes then reads 4 KB in one run instead of
-    64 runs of 64 bytes (H100, K = N = 8192, M = 1: 20.2 -> 17.5 us)."""
+    as [N, K // 2]: tiles of R = ``tile_rows`` rows x B = ``tile_bytes`` bytes (64 x 64 by
+    default, Int4Tensor's "tiled"), one after another along K within a band of R rows, the
+    bands one after another; a tile's rows are its B-byte runs. Byte (n, j) goes to flat
+    offset (n // R) * R K / 2 + (j // B) * R B + (n % R) * B + j % B. A decode kernel's step
+    over 64 rows and 128 codes then reads 4 KB in one run instead of 64 runs of 64 bytes
+    (H100, K = N = 8192, M = 1: 20.2 -> 17.5 us). Other tiles are probes
+    (bench.decode_rows' TILE_B / TILE_R; bench/NOTES.md, session 27)."""
     n, kb = packed.shape
-    if n % TILE_ROWS or kb % TILE_BYTES:
+    if n % tile_rows or kb % tile_bytes:
         raise ValueError(
             f"int4 codes [{n}, {kb}] bytes do not tile: rows must be a multiple of "
-            f"{TILE_ROWS} and bytes a row of {TILE_BYTES}"
+            f"{tile_rows} and bytes a row of {tile_bytes}"
         )
-    t = packed.reshape(n // TILE_ROWS, TILE_ROWS, kb // TILE_BYTES, TILE_BYTES)
+    t = packed.reshape(n // tile_rows, tile_rows, kb // tile_bytes, tile_bytes)
     return t.permute(0, 2, 1, 3).contiguous().reshape(n, kb)
 
 
-def untile_uint4(tiled: torch.Tensor) -> torch.Tensor:
+def untile_uint4(
+    tiled: torch.Tensor, tile_bytes: int = TILE_BYTES, tile_rows: int = TILE_ROWS
+) -> torch.Tensor:
     """Inverse of tile_uint4: tile order [N, K // 2] -> row-major packed codes."""
     n, kb = tiled.shape
-    t = tiled.reshape(n // TILE_ROWS, kb // TILE_BYTES, TILE_ROWS, TILE_BYTES)
+    t = tiled.reshape(n // tile_rows, kb // tile_bytes, tile_rows, tile_bytes)
     return t.permute(0, 2, 1, 3).contiguous().reshape(n, kb)
 
 

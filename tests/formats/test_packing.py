@@ -114,3 +114,20 @@ def test_uint4_tiles_are_64_rows_of_64_bytes() -> None:
     assert not tiles_uint4(128, 320, 64) and not tiles_uint4(128, 512, 256)
     with pytest.raises(ValueError, match="do not tile"):
         tile_uint4(packed[:100])
+
+
+def test_uint4_tiles_of_other_shapes() -> None:
+    """tile_uint4's R rows x B bytes tiles (the decode probes' TILE_R / TILE_B): byte (n, j)
+    at (n // R) R K / 2 + (j // B) R B + (n % R) B + j % B; untile_uint4 inverts it."""
+    from aoq.formats.packing import tile_uint4, untile_uint4
+
+    n, kb = 64, 96
+    packed = torch.randint(0, 256, (n, kb), dtype=torch.uint8)
+    for rows, width in ((16, 16), (64, 16), (32, 32)):
+        flat = tile_uint4(packed, width, rows).reshape(-1)
+        for r, j in ((0, 0), (15, 15), (17, 40), (63, 95), (40, 17)):
+            at = (r // rows) * rows * kb + (j // width) * rows * width + (r % rows) * width
+            assert flat[at + j % width] == packed[r, j]
+        assert torch.equal(untile_uint4(tile_uint4(packed, width, rows), width, rows), packed)
+    with pytest.raises(ValueError, match="multiple of 32"):
+        tile_uint4(packed[:48], 16, 32)

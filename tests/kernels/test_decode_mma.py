@@ -246,6 +246,31 @@ def test_tiled_codes_are_the_row_major_codes(gs, m, split):
     assert not dm.serves(x, tile_uint4(q2), k // 256, WeightFormat.UINT4, s2, z2, tiled=True)
 
 
+@pytest.mark.parametrize("tile_b, tile_r", [(16, 64), (16, 16), (32, 64)])
+@pytest.mark.parametrize("step", [32, 64])
+def test_w4a8_group_tiles_are_the_row_major_codes(tile_b, tile_r, step):
+    """W4A8 codes in other tiles (the probes' TILE_B x TILE_R, one group a tile at 16 bytes,
+    Triton's pipeliner carrying the scales) give the row-major codes' bits: the kernel reads
+    the same rows, only where they lie moved (bench/NOTES.md, session 27)."""
+    from aoq.formats.packing import tile_uint4
+
+    n, k, m = 128, 512, 16
+    q4, s4 = affine.quantize_int4_symmetric(torch.randn(n, k), 32)
+    wq = pack_uint4((q4 + 8).to(torch.uint8))
+    xq = torch.randint(-128, 128, (m, k), dtype=torch.int8)
+    xs, sg = torch.rand(m) + 0.5, s4.t().contiguous().t()
+    want = torch.empty(m, n, device=DEV)
+    dm.decode_mma(xq.to(DEV), wq.to(DEV), sg.to(DEV), None, None, want, k // 32,
+                  WeightFormat.INT4_SYM, 2, x_scale=xs.to(DEV))  # fmt: skip
+    tile = {"TILE_B": tile_b, "TILE_R": tile_r, "STEP_K": step, "PREF": False,
+            "LOOP_STAGES": 5}  # fmt: skip
+    y = torch.empty(m, n, device=DEV)
+    dm.decode_mma(xq.to(DEV), tile_uint4(wq, tile_b, tile_r).to(DEV), sg.to(DEV), None, None,
+                  y, k // 32, WeightFormat.INT4_SYM, 2, x_scale=xs.to(DEV), tile=tile,
+                  tiled=True)  # fmt: skip
+    assert torch.equal(y, want)
+
+
 def test_wgmma_orientation_is_refused():
     """WT with 4 warps (Triton's wgmma path) summed wrong on an H200: the launcher refuses."""
     q, s, z = _int4(64, 256, 128)
