@@ -77,6 +77,9 @@ def test_ctrl_c_leaves_no_container(client, tmp_path, make_project):
         stdout=subprocess.PIPE,
         text=True,
         cwd=Path(__file__).parents[2],
+        # a suite started in the background inherits SIGINT ignored, and so would the runner:
+        # give it the default disposition, so Python installs its KeyboardInterrupt handler
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.monotonic() + 300
     while not any(c.status == "running" for c in _leftovers(client)):
