@@ -175,7 +175,7 @@ split up to one full wave, not only powers of two), orientation (WT), scale pref
   34.1-36.7; other tiles slower. With the codes in tiles of 64 (or 16) rows x one group
   (TILED with TILE_B 16: each group's rows one 1 KB run), one group a step and 5 pipelined
   stages, M 16 takes 21.4 / 19.1-19.5 / 19.2-19.5 us against 26.2 / 23.5 / 24.2 (H100,
-  session 27), but the M = 1 GEMV reads those tiles 15-25 % slower than row-major codes,
+  session 27), but the M = 1 GEMV reads those tiles 5-25 % slower than row-major codes,
   whatever its tile: the packing stays row-major (bench/NOTES.md, session 27).
 - MX_FP8: 30.4 / 27.8 / 26.7 us at M 1 against 30.7 / 30.0 / 26.7 for 4 stages at 4 an SM;
   24 other tiles (32-128 rows, 64-128 K, 3-4 stages, no PREF) no faster (session 17).
