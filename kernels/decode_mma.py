@@ -67,7 +67,7 @@ def _decode_mma_kernel(
     BIG: tl.constexpr = 0, ROWS: tl.constexpr = 16, IMMA: tl.constexpr = False,
     LOOP_STAGES: tl.constexpr = 0, ZW: tl.constexpr = False, TILED: tl.constexpr = False,
     PDL: tl.constexpr = False, TRIGGER: tl.constexpr = False, ALIGNED: tl.constexpr = False,
-    TILE_B: tl.constexpr = 64, TILE_R: tl.constexpr = 64,
+    TILE_B: tl.constexpr = 64, TILE_R: tl.constexpr = 64, KINT: tl.constexpr = False,
 ):  # fmt: skip
     """Program (n, s): outputs [ROWS, BLOCK_N] (x padded to ROWS rows: 16, or 8 for M <= 8,
     the n of NVIDIA's m16n8k16) over K range s. int4 (WFMT 1: zero points from
@@ -85,7 +85,8 @@ def _decode_mma_kernel(
     ALIGNED (a probe, off in TILE until timed): row-major int4 / W4A8 / MX fp4 codes hinted
     one aligned run a group, so sm80-sm100 load them with 16-byte cp.async instead of two
     8-byte ones (bench/NOTES.md, session 24). TILE_B, TILE_R (TILED; probes): the tile's
-    bytes a row and rows (aoq.formats.packing.tile_uint4; 64 x 64 as Int4Tensor ships)."""
+    bytes a row and rows (aoq.formats.packing.tile_uint4; 64 x 64 as Int4Tensor ships).
+    KINT (TILE's, int4): split s takes K steps s, s + SPLIT_K, ... instead of one range."""
     splitk.trigger(TRIGGER)
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
@@ -98,6 +99,11 @@ def _decode_mma_kernel(
     acc_t = tl.zeros((BLOCK_N, ROWS), dtype=tl.float32)  # WT: the weights are the MMA's A
     k_lo = pid_k * K_SPLIT
     k_hi = tl.minimum(K, k_lo + K_SPLIT)
+    kstride = 0
+    if KINT:  # split s takes steps s, s + SPLIT_K, ...: the splits read side by side
+        k_lo = pid_k * BLOCK_K
+        k_hi = K
+        kstride = SPLIT_K * BLOCK_K
     if PDL:
         gdc_wait()
     if WFMT == 1 or WFMT >= 3:
@@ -117,13 +123,13 @@ def _decode_mma_kernel(
             acc, acc_t = _group_steps(
                 acc, acc_t, xrows, wrows, s_ptr, z_ptr, srow, nmask, mmask, xz, k_lo, k_hi,
                 stride_sg, WFMT, GROUP_SIZE, GROUPS, XQ, XZ, BLOCK_K, ASM, UPCAST, WT, PREF, True,
-                IMMA, LOOP_STAGES, ZW, TILED, ALIGNED, TILE_B, TILE_R,
+                IMMA, LOOP_STAGES, ZW, TILED, ALIGNED, TILE_B, TILE_R, kstride,
             )  # fmt: skip
         else:
             acc, acc_t = _group_steps(
                 acc, acc_t, xrows, wrows, s_ptr, z_ptr, srow, nmask, mmask, xz, k_lo, k_hi,
                 stride_sg, WFMT, GROUP_SIZE, GROUPS, XQ, XZ, BLOCK_K, ASM, UPCAST, WT, PREF, False,
-                IMMA, LOOP_STAGES, ZW, TILED, ALIGNED, TILE_B, TILE_R,
+                IMMA, LOOP_STAGES, ZW, TILED, ALIGNED, TILE_B, TILE_R, kstride,
             )  # fmt: skip
     else:
         if WFMT == 2:  # float8 codes read as their bytes (the conversion is ours)
@@ -149,7 +155,8 @@ def _decode_mma_kernel(
 
 TILE = {
     WeightFormat.UINT4: {"BLOCK_N": 64, "STEP_K": 128, "num_warps": 2, "num_stages": 3,
-                         "per_sm": 6, "exact": True, "WT": True, "PREF": True, "rows8": True},
+                         "per_sm": 6, "exact": True, "WT": True, "PREF": True, "rows8": True,
+                         "KINT": True},
     WeightFormat.INT4_SYM: {"BLOCK_N": 64, "STEP_K": 64, "num_warps": 2, "num_stages": 3,
                             "per_sm": 10, "WT": True, "PREF": True, "rows8": True, "IMMA": True},
     WeightFormat.MX_FP4: {"BLOCK_N": 64, "STEP_K": 64, "num_warps": 2, "num_stages": 3,
@@ -177,6 +184,11 @@ split up to one full wave, not only powers of two), orientation (WT), scale pref
   stages, M 16 takes 21.4 / 19.1-19.5 / 19.2-19.5 us against 26.2 / 23.5 / 24.2 (H100,
   session 27), but the M = 1 GEMV reads those tiles 5-25 % slower than row-major codes,
   whatever its tile: the packing stays row-major (bench/NOTES.md, session 27).
+- KINT (UINT4): the K splits interleaved, split s taking steps s, s + S, ... (S splits), so
+  a column tile's splits read side by side; the partition is the same for every layout and
+  ROWS, so they keep one another's bits. H100, tiled codes, M 1 (M 16), session 27: 17.2 /
+  15.6 / 15.8 -> 16.6 / 15.4 / 15.5 us (19.0 / 18.2 / 18.2 -> 18.6 / 17.5 / 17.0); row-major
+  19.7 -> 19.2 at 8192^2 (M 16 22.5 -> 20.8). W4A8 lost with it (26.7 -> 29.0 at M 16).
 - MX_FP8: 30.4 / 27.8 / 26.7 us at M 1 against 30.7 / 30.0 / 26.7 for 4 stages at 4 an SM;
   24 other tiles (32-128 rows, 64-128 K, 3-4 stages, no PREF) no faster (session 17).
 - INT8 / FP8: 19.3-21.2 / 19.4-21.0 us at M 1 against 19.5-21.3 / 19.4-21.2 (64 x 128 or

@@ -53,6 +53,7 @@ def decode_mma(
         BIG=2 if mx else 0,  # MX: the flag read on the device, both paths compiled
         ROWS=rows, LOOP_STAGES=tile.get("LOOP_STAGES", 0), ZW=False,
         TILE_B=64, TILE_R=64,  # tiled int4's 64 x 64-byte tiles (the other tiles are probes)
+        KINT=tile.get("KINT", False),
     )  # fmt: skip
     ce.update(over)
     if ce["ZW"]:  # aoq.formats.packing.pack_zero_words: int32 words of four zero points
