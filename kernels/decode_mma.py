@@ -99,11 +99,10 @@ def _decode_mma_kernel(
     acc_t = tl.zeros((BLOCK_N, ROWS), dtype=tl.float32)  # WT: the weights are the MMA's A
     k_lo = pid_k * K_SPLIT
     k_hi = tl.minimum(K, k_lo + K_SPLIT)
-    kstride = 0
+    KSTEP: tl.constexpr = SPLIT_K * BLOCK_K if KINT else BLOCK_K
     if KINT:  # split s takes steps s, s + SPLIT_K, ...: the splits read side by side
         k_lo = pid_k * BLOCK_K
         k_hi = K
-        kstride = SPLIT_K * BLOCK_K
     if PDL:
         gdc_wait()
     if WFMT == 1 or WFMT >= 3:
@@ -123,20 +122,20 @@ def _decode_mma_kernel(
             acc, acc_t = _group_steps(
                 acc, acc_t, xrows, wrows, s_ptr, z_ptr, srow, nmask, mmask, xz, k_lo, k_hi,
                 stride_sg, WFMT, GROUP_SIZE, GROUPS, XQ, XZ, BLOCK_K, ASM, UPCAST, WT, PREF, True,
-                IMMA, LOOP_STAGES, ZW, TILED, ALIGNED, TILE_B, TILE_R, kstride,
+                IMMA, LOOP_STAGES, ZW, TILED, ALIGNED, TILE_B, TILE_R, KSTEP,
             )  # fmt: skip
         else:
             acc, acc_t = _group_steps(
                 acc, acc_t, xrows, wrows, s_ptr, z_ptr, srow, nmask, mmask, xz, k_lo, k_hi,
                 stride_sg, WFMT, GROUP_SIZE, GROUPS, XQ, XZ, BLOCK_K, ASM, UPCAST, WT, PREF, False,
-                IMMA, LOOP_STAGES, ZW, TILED, ALIGNED, TILE_B, TILE_R, kstride,
+                IMMA, LOOP_STAGES, ZW, TILED, ALIGNED, TILE_B, TILE_R, KSTEP,
             )  # fmt: skip
     else:
         if WFMT == 2:  # float8 codes read as their bytes (the conversion is ours)
             w_ptr = w_ptr.to(tl.pointer_type(tl.uint8))
         offs_k0 = tl.arange(0, BLOCK_K)
         wrows = w_ptr + offs_n.to(tl.int64)[:, None] * stride_wn + offs_k0[None, :]
-        for k0 in range(k_lo, k_hi, BLOCK_K):
+        for k0 in range(k_lo, k_hi, KSTEP):
             xt = tl.load(xrows + (k0 + offs_k0)[None, :], mask=mmask[:, None], other=0.0)
             q = tl.load(wrows + k0, mask=nmask[:, None], other=0)
             acc, acc_t = _weights_mma(acc, acc_t, byte_codes(q, WFMT, ASM), xt, UPCAST, WT)

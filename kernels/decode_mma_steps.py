@@ -141,7 +141,7 @@ def _group_steps(
     WT: tl.constexpr, PREF: tl.constexpr, BIG: tl.constexpr, IMMA: tl.constexpr = False,
     LOOP_STAGES: tl.constexpr = 0, ZW: tl.constexpr = False, TILED: tl.constexpr = False,
     ALIGNED: tl.constexpr = False, TILE_B: tl.constexpr = 64, TILE_R: tl.constexpr = 64,
-    KSTRIDE=0,
+    KSTEP: tl.constexpr = 0,
 ):  # fmt: skip
     """The main loop of the grouped formats (int4, W4A8, MX) over K range [k_lo, k_hi):
     (acc, acc_t) plus this range's products. ``wrows``: each row's first code byte plus the
@@ -152,7 +152,7 @@ def _group_steps(
         s0n, z0n, s1n, z1n, s2n, z2n, s3n, z3n = _step_params(
             s_ptr, z_ptr, srow, nmask, k_lo, k_hi, stride_sg, WFMT, GROUP_SIZE, GROUPS, ZW
         )
-    kstep = KSTRIDE if KSTRIDE > 0 else BLOCK_K  # (KINT: a split's steps interleaved)
+    kstep: tl.constexpr = KSTEP if KSTEP else BLOCK_K  # (KINT: a split's steps interleaved)
     for k0 in tl.range(k_lo, k_hi, kstep,
                        num_stages=LOOP_STAGES if LOOP_STAGES > 0 else None):  # fmt: skip
         if PREF:

@@ -52,7 +52,6 @@ def decode_mma(
         PREF=tile.get("PREF", False) and int4,  # decode_mma.TILE's orientation
         BIG=2 if mx else 0,  # MX: the flag read on the device, both paths compiled
         ROWS=rows, LOOP_STAGES=tile.get("LOOP_STAGES", 0), ZW=False,
-        TILE_B=64, TILE_R=64,  # tiled int4's 64 x 64-byte tiles (the other tiles are probes)
         KINT=tile.get("KINT", False),
     )  # fmt: skip
     ce.update(over)

@@ -125,7 +125,16 @@ def compile_spec(spec: Spec, target: str, asm: bool = False) -> dict[str, Any]:
             for i, (a, t) in enumerate(spec.signature.items())
             if t.startswith("*") or a.startswith("stride") or a in ("K", "N", "K_SPLIT")
         }
-        src = ASTSource(fn=fn, signature=sig, constexprs=dict(spec.constexprs), attrs=attrs)
+        # a constexpr the spec leaves out takes the kernel's default, as a launch does
+        # (ASTSource alone would pass None)
+        constexprs = {
+            p.name: p.default
+            for p in fn.params
+            if p.is_constexpr and p.has_default and p.name not in spec.signature
+        }
+        constexprs.update(spec.constexprs)
+        sig.update({k: "constexpr" for k in constexprs})
+        src = ASTSource(fn=fn, signature=sig, constexprs=constexprs, attrs=attrs)
         opts: dict[str, Any] = {"num_warps": spec.warps, "num_stages": spec.stages}
         if target.startswith("gfx"):
             opts.update(num_stages=2, waves_per_eu=0, matrix_instr_nonkdim=16)

@@ -271,6 +271,27 @@ def test_w4a8_group_tiles_are_the_row_major_codes(tile_b, tile_r, step):
     assert torch.equal(y, want)
 
 
+@pytest.mark.parametrize("wfmt", [WeightFormat.UINT4, WeightFormat.INT8])
+@pytest.mark.parametrize("split", [2, 3])
+def test_interleaved_splits_cover_every_step_once(wfmt, split):
+    """KINT (split s takes steps s, s + S, ...), int4's default and an override for the
+    per-channel formats: every K step summed once, so the result is the contiguous splits'
+    up to float32 summation order."""
+    n, k, m = 64, 1024, 3
+    if wfmt is WeightFormat.UINT4:
+        q, s, z = _int4(n, k, 128)
+        groups = k // 128
+    else:
+        q, s, z = torch.randint(-128, 128, (n, k), dtype=torch.int8, device=DEV), None, None
+        s, groups = torch.rand(n, 1, device=DEV) + 0.5, 1
+    x = torch.randn(m, k, device=DEV).to(torch.bfloat16)
+    ys = []
+    for kint in (False, True):
+        ys.append(torch.empty(m, n, dtype=OUT, device=DEV))
+        dm.decode_mma(x, q, s, z, None, ys[-1], groups, wfmt, split, tile={"KINT": kint})
+    assert max_rel_error(ys[0].float(), ys[1].float()) < 4e-3
+
+
 def test_wgmma_orientation_is_refused():
     """WT with 4 warps (Triton's wgmma path) summed wrong on an H200: the launcher refuses."""
     q, s, z = _int4(64, 256, 128)
