@@ -14,8 +14,11 @@ them; ``TILE_B`` / ``TILE_R`` with it: other tiles, e.g. W4A8's one group a tile
 drops the ones below.
 ``w4a8gemv`` times W4A8's decode as the bench's graphs run it: the activation kernel, then
 w4a8_gemv (M = 1) or int_act_mm's decode (M > 1); keys GEMV_TILE's (M = 1), ``SGM`` (the
-scales group-major), ``XQ`` (x quantized in the GEMV: one launch) and ``PDL`` (the decode
-kernel launched with programmatic dependent launch while the activation kernel runs). A
+scales group-major), ``XQ`` (x quantized in the GEMV: one launch), ``PDL`` (the decode
+kernel launched with programmatic dependent launch while the activation kernel runs) and
+``TILED`` (a probe: decode_mma at every M on the codes in tiles of one group, tile_uint4's
+TILE_B 16 x TILE_R 64, one group a step over 5 stages; other decode_mma.TILE keys beside
+it; bench/NOTES.md, session 28). A
 tuning aid for decode_mma.TILE and w4a8_gemv.GEMV_TILE, not the benchmark of record (that
 is ``make bench``). ``w8a8act`` and ``fp8act`` (per-row) time W8A8's and fp8's decode the same
 way, with ``PDL`` their one key. Every format takes ``CHAIN`` (false: the split-K reduction
@@ -142,6 +145,8 @@ def _gemv_runner(x: torch.Tensor, t: tuple, tile: dict) -> Any:
     tile = dict(tile)
     xq_in, pdl = tile.pop("XQ", False), tile.pop("PDL", False)
     m = x.shape[0]
+    if tile.pop("TILED", False):
+        return _group_tiles_runner(x, t, tile, pdl)
     s = t[1].t().contiguous().t() if tile.pop("SGM", False) or m > 1 else t[1]
     y = torch.empty(1, t[0].shape[0], dtype=x.dtype, device=x.device)
     flags = dict(GROUP_SIZE=32, ASYM=False, STATIC=False, HAS_BIAS=False, HAS_BIAS_INT=False)
@@ -154,6 +159,30 @@ def _gemv_runner(x: torch.Tensor, t: tuple, tile: dict) -> Any:
         xq, xs = (x, xs1) if xq_in else act_quant.quantize_int8_act_triton(x, 0, None, pdl)[:2]
         w4a8_gemv((xq, xs, xs, t[0], s, s, s, s), y, x.shape[1], 32, flags, None, xq_in,
                   pdl and not xq_in, tile)  # fmt: skip
+        return y
+
+    return call
+
+
+def _group_tiles_runner(x: torch.Tensor, t: tuple, tile: dict, pdl: bool) -> Any:
+    """W4A8's activation kernel, then decode_mma (at any M <= 16) on the codes in tiles of
+    one group (``TILE_B`` bytes x ``TILE_R`` rows, 16 x 64 unless given) with group-major
+    scales: the layout that W4A8 does not ship (bench/NOTES.md, sessions 27 and 28)."""
+    from aoq.kernels import act_quant, decode_mma
+    from aoq.kernels._common import WeightFormat as W
+
+    from aoq.formats.packing import tile_uint4
+
+    tile = {"TILE_B": 16, "STEP_K": 32, "LOOP_STAGES": 5, **tile}
+    codes = tile_uint4(t[0], tile["TILE_B"], tile.get("TILE_R", 64))
+    s = t[1].t().contiguous().t()
+    k = x.shape[1]
+    y = torch.empty(x.shape[0], codes.shape[0], dtype=x.dtype, device=x.device)
+
+    def call() -> torch.Tensor:
+        xq, xs, _ = act_quant.quantize_int8_act_triton(x, 0, None, pdl)
+        decode_mma.decode_mma(xq, codes, s, None, None, y, k // 32, W.INT4_SYM, None,
+                              x_scale=xs, tile=dict(tile), tiled=True, pdl=pdl)  # fmt: skip
         return y
 
     return call
