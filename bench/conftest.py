@@ -19,8 +19,8 @@ from typing import Any, cast
 import pytest
 
 from bench import cases
-from bench.baselines import peer_skip
-from bench.session import BenchSession, Options
+from bench.baselines import goal_compile, peer_skip
+from bench.session import GOAL_COMPILE_KIND, BenchSession, Options
 from bench.summary import progress_line, summary_table
 from bench.timing import Timer
 
@@ -136,7 +136,10 @@ class BenchPlugin:
             name, case = got
             self.ids[item.nodeid] = case.id
             known = name == "peer" and peer_skip(case, self.opts.quick, s.torchao)
-            self.kinds[item.nodeid] = "skip" if known else f"{name}/{getattr(case, 'side', '')}"
+            kind = "skip" if known else f"{name}/{getattr(case, 'side', '')}"
+            if name == "peer" and not known and goal_compile(case):
+                kind = GOAL_COMPILE_KIND
+            self.kinds[item.nodeid] = kind
         self.order = [i.nodeid for i in items if i.nodeid in self.ids]
         self.session.remaining = [self.kinds[n] for n in self.order]
 

@@ -11,7 +11,13 @@ from aoq.testing.benchrows import parse_case
 from aoq.testing.cases import config_ids, inference_configs
 from bench import baselines as bl
 from bench import cases
-from bench.session import Budget
+from bench.session import (
+    COMPILE_KIND,
+    GOAL_COMPILE_KIND,
+    BenchSession,
+    Budget,
+    Options,
+)
 
 REPO = __import__("pathlib").Path(__file__).resolve().parents[2]
 
@@ -104,6 +110,36 @@ def test_budget_skips_late_tests_and_plans_compiles():
     now[0] = 100.0
     assert b.expired()
     assert Budget(None, 1.0, clock=lambda: 1e9).left() == float("inf")
+
+
+def test_goal_compiles_are_the_decode_goal_cells():
+    """The torch.compile cells behind issue 3's "1.3x torchao" decode goals: int8wo and fp8wo
+    at M = 1 on the three large shapes (int4's compile never pays, W4A8 has no torchao side)."""
+    run = cases.linear_cases("cuda", quick=False)
+    goal = {(c.config_id, c.shape.id) for c in run if bl.goal_compile(c)}
+    assert goal == {
+        (cfg, f"M1-K{k}-N{n}") for cfg in ("int8wo", "fp8wo") for k, n in bl.GOAL_PEER_KN
+    }
+    assert all(bl.peer_skip(c, False, "0.18") is None for c in run if bl.goal_compile(c))
+
+
+def test_goal_compiles_are_reserved_before_other_compiles():
+    """Other compiles run only where every later goal compile still fits; a goal compile
+    does not count its own reservation."""
+    now = [0.0]
+    b = Budget(100.0, prior_s=1.0, clock=lambda: now[0])
+    b.add("cell/aoq", 2.0)
+    b.add("compile", 10.0)
+    rest = ["cell/aoq"] * 30 + [GOAL_COMPILE_KIND] * 3 + [COMPILE_KIND] * 4
+    assert b.eta(rest) == 60.0 + 30.0  # three goal compiles at the compile mean
+    assert b.affords("compile", rest)  # 100 - 90 >= 10
+    now[0] = 5.0
+    assert not b.affords("compile", rest)  # an other compile now would crowd out a goal one
+    assert b.affords("compile", rest[:-7] + [GOAL_COMPILE_KIND] * 2)  # 95 - 80 >= 10
+    session = BenchSession(Options("cpu", budget_s=100.0, store=None, torchao=False))
+    session.budget = b
+    session.remaining = [GOAL_COMPILE_KIND, *rest[:-7], GOAL_COMPILE_KIND, GOAL_COMPILE_KIND]
+    assert session.affords_compile()  # the running test is remaining[0]: not reserved twice
 
 
 def test_gpu_suite_collects_without_a_gpu():
