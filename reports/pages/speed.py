@@ -1,4 +1,5 @@
-"""speed.html: from the newest bench run per backend that timed linears, per config × shape
+"""speed.html: from the newest bench run per backend that timed linears, the speed goals it
+meets and misses (GPU runs: reports.goals), then per config × shape
 and mode (graph replay, eager, wall): speedup vs bf16, vs the peer (torchao, the faster of
 eager and compiled; the ``peer`` column names the faster side and any side not timed, since a
 skipped torch.compile leaves "vs peer" an upper bound), and % of roofline, as bar charts (log
@@ -17,7 +18,7 @@ from typing import Any
 from aoq.testing.benchrows import CEILING, LATENCY, MODES, parse_case, samples_us
 from aoq.testing.benchrows import p50_us as p50_of
 from aoq.testing.records import Record
-from reports import regress, svg
+from reports import goals, regress, svg
 from reports.data import Run, bench_records, by_age
 from reports.site import Site, first_line, fmt, rounded, table
 
@@ -218,6 +219,7 @@ def context(site: Site) -> dict[str, Any]:
             {
                 "run": site.run_row(run),
                 "ceilings": ceilings,
+                "goals": goals.check(run),
                 "charts": [c for c in charts if c is not None],
             }
         )
