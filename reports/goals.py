@@ -160,3 +160,13 @@ def _row(goal: Goal, cells: list[dict[str, Any]]) -> dict[str, Any]:
         "cells": cells,
         "verdict": _verdict(cells),
     }
+
+
+def tally(rows: list[dict[str, Any]]) -> dict[str, int]:
+    """How many goals of :func:`check`'s rows are met, missed, open and not measured (the
+    overview's bench tiles)."""
+    out = dict.fromkeys(("met", "missed", "open", "not measured"), 0)
+    for r in rows:
+        head = "missed" if r["verdict"].startswith("missed") else r["verdict"]
+        out[head] += 1
+    return {k: v for k, v in out.items() if v}

@@ -1,11 +1,13 @@
-"""index.html: the newest run of every kind per backend with its counts, what changed since
-that backend's previous run of the same kind (cases whose status moved, cases new or no
-longer run), and links to the pages that show more."""
+"""index.html: the newest run of every kind per backend with its counts (a GPU bench run's
+also how many speed goals it meets: reports.goals), what changed since that backend's
+previous run of the same kind (cases whose status moved, cases new or no longer run), and
+links to the pages that show more."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from reports import goals
 from reports.data import RED, Run
 from reports.site import Site, counts, first_line, git_short, summaries, table, when
 
@@ -64,6 +66,7 @@ def context(site: Site) -> dict[str, Any]:
                     "changed": len(moved),
                     "new": sum(d["change"] == "new" for d in diff),
                     "gone": sum(d["change"] == "not run" for d in diff),
+                    "goals": goals.tally(goals.check(run)) if kind == "bench" else {},
                 }
             )
             for d in diff:

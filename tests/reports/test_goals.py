@@ -93,3 +93,9 @@ def test_every_goal_names_a_config_the_bench_times():
     ids = set(config_ids(inference_configs()))
     for g in goals.GOALS:
         assert g.config in ids or g.config.startswith("act_quant."), g
+
+
+def test_tally_counts_each_verdict():
+    rows = [{"verdict": v} for v in ("met", "missed at 1 of 3", "missed at 3 of 3", "open")]
+    assert goals.tally(rows) == {"met": 1, "missed": 2, "open": 1}
+    assert goals.tally([]) == {}
