@@ -10,7 +10,9 @@ plain read of the weight's bytes takes (``read``: a grid-strided int32 sum, the 
 kernel that reads them once), and writes every row to ``--out``. ``--extra`` adds variants
 (JSON, per format; beside TILE's keys, int4 takes ``ZW``: the zero points as 32-bit words,
 and ``TILED``: the codes in tile order, with ZW unless ``"ZW": false``, as Int4Tensor ships
-them; ``TILE_B`` / ``TILE_R`` with it: other tiles, e.g. W4A8's one group a tile), ``--no-defaults``
+them; ``TILE_B`` / ``TILE_R`` with it: other tiles, e.g. W4A8's one group a tile; int8 and
+fp8 take ``TILED`` too, a probe, with TILE_B at least their STEP_K, e.g. ``{"TILED": true,
+"TILE_B": 256, "TILE_R": 32}`` for their 32 x 256 TILE), ``--no-defaults``
 drops the ones below.
 ``w4a8gemv`` times W4A8's decode as the bench's graphs run it: the activation kernel, then
 w4a8_gemv (M = 1) or int_act_mm's decode (M > 1); keys GEMV_TILE's (M = 1), ``SGM`` (the
@@ -244,10 +246,12 @@ def _runner_of(wf: Any, groups: int, x: torch.Tensor, t: tuple, tile: dict, fmt:
     tiled = tile.pop("TILED", False)  # the codes in tile order (Int4Tensor's "tiled")
     # the zero points as 32-bit words of four groups: with tiled codes by default, as
     # Int4Tensor ships them (its zero_gw); row-major codes take them on request
-    if tile.pop("ZW", tiled):
+    if tile.pop("ZW", tiled) and t[2] is not None:
         t = (t[0], t[1], pack_zero_words(t[2].contiguous()))
-    if tiled:
-        t = (tile_uint4(t[0], tile.get("TILE_B", 64), tile.get("TILE_R", 64)), *t[1:])
+    if tiled:  # (int8 and fp8 byte codes too: a probe; their TILE_B at least the step)
+        b = t[0].view(torch.uint8)
+        b = tile_uint4(b, tile.get("TILE_B", 64), tile.get("TILE_R", 64))
+        t = (b.view(t[0].dtype), *t[1:])
     if wf is W.INT4_SYM:
         xq, xs, _ = act_quant.quantize_int8_act_triton(x, 0, None)
     out = torch.float32 if wf is W.INT4_SYM else x.dtype

@@ -206,15 +206,17 @@ def unpack_nibbles(packed):
 
 @triton.jit
 def int4_rows(
-    offs_n, stride_wn, K, TILED: tl.constexpr, RB: tl.constexpr = 64, TR: tl.constexpr = 64
-):
+    offs_n, stride_wn, K, TILED: tl.constexpr, RB: tl.constexpr = 64, TR: tl.constexpr = 64,
+    PER_BYTE: tl.constexpr = 2,
+):  # fmt: skip
     """int64 [BLOCK_N]: where each row's codes start, in bytes: the row-major packing's
     n * stride, or for TILED (aoq.formats.packing.tile_uint4: tiles of TR rows x RB bytes,
     64 x 64 as Int4Tensor ships them) the row's band plus its RB-byte run in the band's
-    first tile. Add :func:`int4_cols`."""
+    first tile. PER_BYTE: codes a byte (int4 2; byte codes 1: a row is K bytes). Add
+    :func:`int4_cols`."""
     if TILED:
         n = offs_n.to(tl.int64)
-        return (n // TR) * (TR * K // 2) + (n % TR) * RB
+        return (n // TR) * (TR * K // PER_BYTE) + (n % TR) * RB
     else:
         return offs_n.to(tl.int64) * stride_wn
 

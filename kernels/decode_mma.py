@@ -45,6 +45,7 @@ from aoq.kernels._common import (
     backend_of,
     epilogue,
     fp8_cvt,
+    int4_cols,
     int4_rows,
 )
 from aoq.kernels._launch import launch
@@ -85,7 +86,8 @@ def _decode_mma_kernel(
     ALIGNED (a probe, off in TILE until timed): row-major int4 / W4A8 / MX fp4 codes hinted
     one aligned run a group, so sm80-sm100 load them with 16-byte cp.async instead of two
     8-byte ones (bench/NOTES.md, session 24). TILE_B, TILE_R (TILED; probes): the tile's
-    bytes a row and rows (aoq.formats.packing.tile_uint4; 64 x 64 as Int4Tensor ships).
+    bytes a row and rows (aoq.formats.packing.tile_uint4; 64 x 64 as Int4Tensor ships; int8
+    and fp8 byte codes in such tiles too, a probe: each K step inside one tile).
     KINT (TILE's, int4): split s takes K steps s, s + SPLIT_K, ... instead of one range."""
     splitk.trigger(TRIGGER)
     pid_n = tl.program_id(0)
@@ -134,10 +136,17 @@ def _decode_mma_kernel(
         if WFMT == 2:  # float8 codes read as their bytes (the conversion is ours)
             w_ptr = w_ptr.to(tl.pointer_type(tl.uint8))
         offs_k0 = tl.arange(0, BLOCK_K)
-        wrows = w_ptr + offs_n.to(tl.int64)[:, None] * stride_wn + offs_k0[None, :]
+        if TILED:  # (probe) byte codes in tile_uint4's tiles, a step inside one tile
+            tl.static_assert(BLOCK_K <= TILE_B, "TILED byte codes: a step within a tile")
+        wrows = (
+            w_ptr
+            + int4_rows(offs_n, stride_wn, K, TILED, TILE_B, TILE_R, 1)[:, None]
+            + offs_k0[None, :]
+        )
         for k0 in range(k_lo, k_hi, KSTEP):
             xt = tl.load(xrows + (k0 + offs_k0)[None, :], mask=mmask[:, None], other=0.0)
-            q = tl.load(wrows + k0, mask=nmask[:, None], other=0)
+            q = tl.load(wrows + int4_cols(k0, TILED, BLOCK_K, TILE_B, TILE_R),
+                        mask=nmask[:, None], other=0)  # fmt: skip
             acc, acc_t = _weights_mma(acc, acc_t, byte_codes(q, WFMT, ASM), xt, UPCAST, WT)
     if WT:
         acc = tl.trans(acc_t)

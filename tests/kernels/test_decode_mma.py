@@ -271,6 +271,31 @@ def test_w4a8_group_tiles_are_the_row_major_codes(tile_b, tile_r, step):
     assert torch.equal(y, want)
 
 
+@pytest.mark.parametrize("wfmt", [WeightFormat.INT8, WeightFormat.FP8])
+@pytest.mark.parametrize("tile_b, tile_r, step, bn", [(256, 32, 256, 32), (512, 64, 128, 64)])
+def test_byte_codes_in_tiles_are_the_row_major_codes(wfmt, tile_b, tile_r, step, bn):
+    """int8 / e4m3 codes in tile_uint4's tiles (a probe: each K step inside one tile, a step
+    of a program's rows one run when the tile is the step) give the row-major codes' bits:
+    the same bytes read from where they moved, summed in the same order."""
+    from aoq.formats.packing import tile_uint4
+
+    n, k, m = 128, 1024, 3
+    if wfmt is WeightFormat.INT8:
+        q = torch.randint(-128, 128, (n, k), dtype=torch.int8, device=DEV)
+    else:
+        q = (torch.randn(n, k, device=DEV) * 4).to(torch.float8_e4m3fn)
+    s = torch.rand(n, 1, device=DEV) + 0.5
+    x = torch.randn(m, k, device=DEV).to(torch.bfloat16)
+    tile = {"BLOCK_N": bn, "STEP_K": step}
+    want = torch.empty(m, n, dtype=OUT, device=DEV)
+    dm.decode_mma(x, q, s, None, None, want, 1, wfmt, 2, tile=tile)
+    tq = tile_uint4(q.view(torch.uint8), tile_b, tile_r).view(q.dtype)
+    y = torch.empty(m, n, dtype=OUT, device=DEV)
+    dm.decode_mma(x, tq, s, None, None, y, 1, wfmt, 2, tile={**tile, "TILE_B": tile_b,
+                  "TILE_R": tile_r}, tiled=True)  # fmt: skip
+    assert torch.equal(y, want)
+
+
 @pytest.mark.parametrize("wfmt", [WeightFormat.UINT4, WeightFormat.INT8])
 @pytest.mark.parametrize("split", [2, 3])
 def test_interleaved_splits_cover_every_step_once(wfmt, split):
