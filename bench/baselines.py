@@ -28,6 +28,7 @@ import aoq
 from aoq.backends import fp8_e4m3_dtype
 from aoq.configs import AOQConfig
 from aoq.dispatch import Scheme
+from aoq.testing import goals
 from aoq.testing.benchrows import summarize
 from bench.cases import Linear
 from bench.timing import Rotation, Timed
@@ -212,21 +213,16 @@ def copy_of(t: torch.Tensor, make: Callable[[], torch.Tensor]) -> torch.Tensor:
 COMPILE_NEVER = {
     "int4wo-g128": "torchao's int4 (tinygemm) is one kernel in eager: compile cannot be faster",
 }
-GOAL_PEER_CONFIGS = ("int4wo-g128", "int8wo", "fp8wo", "w4a8-g32")
-GOAL_PEER_KN = ((8192, 8192), (4096, 14336), (14336, 4096))
-"""The decode goals against torchao (issue 3: M = 1, at least 1.3x torchao's faster side):
-these configs at these K x N. Their torch.compile cells are planned before any other
-(``goal_compile``), so a full run's budget does not leave a goal against eager torchao only."""
 
 
 def goal_compile(cell: Linear) -> bool:
-    """Whether ``cell`` is a torch.compile side behind a decode goal (GOAL_PEER_*) that is
-    timed at all."""
+    """Whether ``cell`` is a torch.compile side behind a decode goal against torchao
+    (aoq.testing.goals: M = 1 at the large shapes, at least 1.3x torchao's faster side) that
+    is timed at all. Those cells are planned before any other compile, so a full run's budget
+    does not leave a goal against eager torchao only."""
     return (
         cell.side == "torchao-compile"
-        and cell.shape.m == 1
-        and cell.config_id in GOAL_PEER_CONFIGS
-        and (cell.shape.k, cell.shape.n) in GOAL_PEER_KN
+        and (cell.config_id, cell.shape.id) in goals.peer_cells()
         and cell.config_id in TORCHAO_CONFIGS
         and compile_skip(cell, quick=False) is None
     )
