@@ -5,7 +5,6 @@ for CPU runs."""
 from site_runs import run_info
 
 from aoq.testing.benchrows import BenchCase, latency_record
-from aoq.testing.goals import GOALS
 from aoq.testing.records import Record
 from reports import goals
 from reports.data import Run
@@ -86,14 +85,6 @@ def test_activation_and_host_goals():
 
 def test_cpu_runs_are_not_held_to_the_gpu_goals():
     assert goals.check(_run([_row("int8wo", "M1-K8192-N8192", speedup_vs_bf16=9.0)], "cpu")) == []
-
-
-def test_every_goal_names_a_config_the_bench_times():
-    from aoq.testing.cases import config_ids, inference_configs
-
-    ids = set(config_ids(inference_configs()))
-    for g in GOALS:
-        assert g.config in ids or g.config.startswith("act_quant."), g
 
 
 def test_tally_counts_each_verdict():
