@@ -218,8 +218,9 @@ COMPILE_NEVER = {
 def goal_compile(cell: Linear) -> bool:
     """Whether ``cell`` is a torch.compile side behind a decode goal against torchao
     (aoq.testing.goals: M = 1 at the large shapes, at least 1.3x torchao's faster side) that
-    is timed at all. Those cells are planned before any other compile, so a full run's budget
-    does not leave a goal against eager torchao only."""
+    is timed at all. Those cells are planned before any other compile and before ordinary
+    tests (BenchSession.affords_compile), so a full run's budget does not leave a goal against
+    eager torchao only."""
     return (
         cell.side == "torchao-compile"
         and (cell.config_id, cell.shape.id) in goals.peer_cells()

@@ -144,6 +144,26 @@ def test_goal_compiles_are_reserved_before_other_compiles():
     assert session.affords_compile()  # the running test is remaining[0]: not reserved twice
 
 
+def test_goal_compiles_go_before_ordinary_tests():
+    """A goal compile needs room only beside the later goal compiles (ordinary tests at the
+    end are skipped for budget instead); any other compile still waits for every later test."""
+    now = [0.0]
+    b = Budget(100.0, prior_s=1.0, clock=lambda: now[0])
+    b.add("cell/aoq", 2.0)
+    b.add("compile", 5.0)
+    now[0] = 80.0
+    session = BenchSession(Options("cpu", budget_s=100.0, store=None, torchao=False))
+    session.budget = b
+    later = ["cell/aoq"] * 30 + [GOAL_COMPILE_KIND] * 2  # ETA 60 + 10 against 20 left
+    session.remaining = [GOAL_COMPILE_KIND, *later]
+    assert session.affords_compile()  # 20 - 10 >= 5
+    session.remaining = [COMPILE_KIND, *later]
+    assert not session.affords_compile()  # 20 - 70 < 5
+    now[0] = 92.0
+    session.remaining = [GOAL_COMPILE_KIND, *later]
+    assert not session.affords_compile()  # 8 - 10 < 5: the later goal compiles keep theirs
+
+
 def test_gpu_suite_collects_without_a_gpu():
     """The cuda suite imports and parametrizes on a CPU machine (what the H200 run collects)."""
     out = subprocess.run(
