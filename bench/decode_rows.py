@@ -14,6 +14,9 @@ them; ``TILE_B`` / ``TILE_R`` with it: other tiles, e.g. W4A8's one group a tile
 fp8 take ``TILED`` too, a probe, with TILE_B at least their STEP_K, e.g. ``{"TILED": true,
 "TILE_B": 256, "TILE_R": 32}`` for their 32 x 256 TILE), ``--no-defaults``
 drops the ones below.
+int8 and fp8 also take ``GEMV`` (weight_only.tile_decode, its M = 1 register-tile GEMV, with
+its tile keys BLOCK_N, BLOCK_K, num_warps, num_stages, per_sm) and ``INDUCTOR`` (the same
+math as torchao's weight-only linears, compiled by torch.compile: the peer's kernel).
 ``w4a8gemv`` times W4A8's decode as the bench's graphs run it: the activation kernel, then
 w4a8_gemv (M = 1) or int_act_mm's decode (M > 1); keys GEMV_TILE's (M = 1), ``SGM`` (the
 scales group-major), ``XQ`` (x quantized in the GEMV: one launch), ``PDL`` (the decode
@@ -231,6 +234,45 @@ def _runner(wf: Any, groups: int, x: torch.Tensor, t: tuple, tile: dict, fmt: st
     return switched
 
 
+@functools.cache
+def _compiled() -> Any:
+    def dequant_linear(x: torch.Tensor, q: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+        return F.linear(x, q.to(x.dtype)) * s.reshape(1, -1).to(x.dtype)
+
+    import torch._inductor.config as inductor
+
+    # torchao's configs set these (torchao.quantization.utils.recommended_inductor_config_setter,
+    # on by default): at M == 1 Inductor then decomposes the matmul into a multiply and a sum
+    # over K, one reduction kernel with the cast fused, its tile tuned by timing
+    inductor.coordinate_descent_tuning = True
+    inductor.coordinate_descent_check_all_directions = True
+    return torch.compile(dequant_linear, dynamic=False)
+
+
+def _inductor_runner(x: torch.Tensor, t: tuple) -> Any:
+    """Per-channel codes as torchao's weight-only linears compute them (codes cast to x's
+    dtype, the matmul, the channel scale after), compiled by Inductor with torchao's settings:
+    the peer's M = 1 kernel."""
+    fn = _compiled()
+    return lambda: fn(x, t[0], t[1])
+
+
+def _tile_gemv_runner(wf: Any, x: torch.Tensor, t: tuple, tile: dict) -> Any:
+    """weight_only.tile_decode on per-channel codes (row-major, scale [N]): at M == 1 its
+    GEMV, FMA into a [BLOCK_N, BLOCK_K] register tile; tile keys BLOCK_N, BLOCK_K,
+    num_warps, num_stages and per_sm."""
+    from aoq.kernels import weight_only
+
+    s = t[1].reshape(-1).contiguous()
+    y = torch.empty(x.shape[0], t[0].shape[0], dtype=x.dtype, device=x.device)
+
+    def call() -> torch.Tensor:
+        weight_only.tile_decode(x, t[0], s, s, None, y, 1, wf, None, tile=tile)
+        return y
+
+    return call
+
+
 def _runner_of(wf: Any, groups: int, x: torch.Tensor, t: tuple, tile: dict, fmt: str) -> Any:
     if fmt == "w4a8gemv":
         return _gemv_runner(x, t, tile)
@@ -239,10 +281,14 @@ def _runner_of(wf: Any, groups: int, x: torch.Tensor, t: tuple, tile: dict, fmt:
     from aoq.kernels import act_quant, decode_mma
     from aoq.kernels._common import WeightFormat as W
 
+    tile = dict(tile)
+    if tile.pop("INDUCTOR", False):
+        return _inductor_runner(x, t)
+    if tile.pop("GEMV", False):
+        return _tile_gemv_runner(wf, x, t, tile)
     xq, xs = x, None
     from aoq.formats.packing import pack_zero_words, tile_uint4
 
-    tile = dict(tile)
     tiled = tile.pop("TILED", False)  # the codes in tile order (Int4Tensor's "tiled")
     # the zero points as 32-bit words of four groups: with tiled codes by default, as
     # Int4Tensor ships them (its zero_gw); row-major codes take them on request

@@ -35,13 +35,15 @@ def _dequant_tile(
     w_ptr, s_ptr, z_ptr, offs_n, k0, N, K, G, stride_wn,
     WFMT: tl.constexpr, GROUP_SIZE: tl.constexpr, SCALE: tl.constexpr,
     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, TILED: tl.constexpr = False,
-    GROUP_BLOCKS: tl.constexpr = False,
+    GROUP_BLOCKS: tl.constexpr = False, EVICT: tl.constexpr = False,
 ):  # fmt: skip
     """float32 [BLOCK_N, BLOCK_K] weights at rows offs_n, columns k0..k0+BLOCK_K. SCALE=False
     returns the codes (minus zero point) for the caller to scale per channel later. TILED:
     int4 codes in aoq.formats.packing.tile_uint4's order. GROUP_BLOCKS: a tile of several
     whole groups loads its scales (and zero points) as one [BLOCK_N, groups] block, not one
-    per element (the dequantize kernel's; the linears' tiles are not timed with it)."""
+    per element (the dequantize kernel's; the linears' tiles are not timed with it). EVICT:
+    the byte codes loaded "evict_first" (a probe: Inductor streams weights so)."""
+    policy: tl.constexpr = "evict_first" if EVICT else ""
     offs_k = k0 + tl.arange(0, BLOCK_K)
     rows = offs_n.to(tl.int64)[:, None] * stride_wn
     nmask = offs_n < N
@@ -58,9 +60,10 @@ def _dequant_tile(
         w = exact_float(q, 0)  # 2**23 + q: the zero point's subtraction removes the 2**23
         zoff = MAGIC
     elif WFMT == 2:
-        w = tl.load(w_ptr + rows + offs_k[None, :], mask=mask, other=0.0).to(tl.float32)
+        w = tl.load(w_ptr + rows + offs_k[None, :], mask=mask, other=0.0, eviction_policy=policy)
+        w = w.to(tl.float32)
     else:
-        q = tl.load(w_ptr + rows + offs_k[None, :], mask=mask, other=0)
+        q = tl.load(w_ptr + rows + offs_k[None, :], mask=mask, other=0, eviction_policy=policy)
         w = exact_float(q.to(tl.int32), 128) - (MAGIC + 128.0)
     if SCALE or WFMT == 1:
         if GROUP_SIZE % BLOCK_K == 0:  # one group per tile: a [BLOCK_N] column of scales

@@ -75,12 +75,14 @@ def _weight_only_decode_kernel(
     HAS_BIAS: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr,
     SPLIT_K: tl.constexpr, TAIL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr, TILED: tl.constexpr = False, TRIGGER: tl.constexpr = False,
+    EVICT: tl.constexpr = False,
 ):  # fmt: skip
     """Decode (M <= BLOCK_M <= 16): programs over N x SPLIT_K ranges of K (splitk.py). M == 1
     is a GEMV: FMA into a [BLOCK_N, BLOCK_K] register tile, one cross-lane sum at the end;
     2..16 rows pad to one 16-row tile for the matrix units. With SPLIT_K > 1 each program
     stores its float32 partial [M, BLOCK_N], and the column tile's last program (TAIL,
-    splitk.finish) or splitk.reduce_partials finishes. TRIGGER: splitk.trigger."""
+    splitk.finish) or splitk.reduce_partials finishes. TRIGGER: splitk.trigger. EVICT: the
+    GEMV's code loads' eviction policy (_dequant_tile's; a probe)."""
     splitk.trigger(TRIGGER)
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
@@ -93,7 +95,8 @@ def _weight_only_decode_kernel(
         for k0 in range(k_lo, k_hi, BLOCK_K):
             offs_k = k0 + tl.arange(0, BLOCK_K)
             w = _dequant_tile(w_ptr, s_ptr, z_ptr, offs_n, k0, N, K, G, stride_wn, WFMT,
-                              GROUP_SIZE, not PER_CHANNEL, BLOCK_N, BLOCK_K, TILED)  # fmt: skip
+                              GROUP_SIZE, not PER_CHANNEL, BLOCK_N, BLOCK_K, TILED,
+                              EVICT=EVICT)  # fmt: skip
             xv = tl.load(x_ptr + offs_k, mask=offs_k < K, other=0)
             acc2 += w * xv.to(tl.float32)[None, :]
         acc = tl.sum(acc2, axis=1)[None, :]
@@ -176,8 +179,7 @@ def weight_only_mm_triton(
     per_channel = groups == 1 and wfmt is not WeightFormat.UINT4
     upcast, precision = dot_flags(x.dtype)
     if Strategy(strategy) is Strategy.DECODE and m <= 16:
-        _decode(x, qdata, scale, zero, bias, y, groups, wfmt, per_channel, upcast, precision, split,
-                tiled)  # fmt: skip
+        _decode(x, qdata, scale, zero, bias, y, groups, wfmt, per_channel, split, tiled)
         return y.to(x.dtype)
     scale_c = scale.contiguous()
     z = zero.contiguous() if zero is not None else scale_c
@@ -205,8 +207,6 @@ def _decode(
     groups: int,
     wfmt: WeightFormat,
     per_channel: bool,
-    upcast: bool,
-    precision: str,
     split: int | None,
     tiled: bool = False,
 ) -> None:
@@ -225,14 +225,28 @@ def _decode(
     if not tiled and gemv.gemv_words(x, qdata, scale, zero, bias, y, groups, wfmt, per_channel,
                                      split):  # fmt: skip
         return
+    tile_decode(x, qdata, scale, zero, bias, y, groups, wfmt, split, tiled)
+
+
+def tile_decode(x: torch.Tensor, qdata: torch.Tensor, scale: torch.Tensor, zero: torch.Tensor,
+                bias: torch.Tensor | None, y: torch.Tensor, groups: int, wfmt: WeightFormat,
+                split: int | None, tiled: bool = False, tile: dict | None = None,
+                ) -> None:  # fmt: skip
+    """This file's own decode kernel (row-major scales; ``zero`` the scales where there are no
+    zero points) at configs.decode_tile's tile, split for ``per_sm`` programs an SM (16 at
+    M == 1, else 8). ``tile`` overrides either (probes: bench.decode_rows' ``GEMV``)."""
+    per_channel = groups == 1 and wfmt is not WeightFormat.UINT4
+    upcast, precision = dot_flags(x.dtype)
     m, k = x.shape
     n = qdata.shape[0]
     backend = backend_of(x.device)
     gs = k // groups
     cfg = decode_tile(backend, m, int4=wfmt is WeightFormat.UINT4, group_size=gs)
+    cfg.update(tile or {})
+    per_sm = cfg.pop("per_sm", 16 if m == 1 else 8)
     bn, bk = cfg["BLOCK_N"], cfg["BLOCK_K"]
     n_prog = triton.cdiv(n, bn)
-    p = splitk.plan(y, backend, n_prog, k, bk, split, per_sm=16 if m == 1 else 8)
+    p = splitk.plan(y, backend, n_prog, k, bk, split, per_sm=per_sm)
     epi = dict(col_scale=scale if per_channel else None, bias=bias)
     launch(_weight_only_decode_kernel, (n_prog, p.split),
         x, qdata, scale, zero, bias if bias is not None else scale, y, p.partials,
