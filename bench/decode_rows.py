@@ -15,8 +15,9 @@ fp8 take ``TILED`` too, a probe, with TILE_B at least their STEP_K, e.g. ``{"TIL
 "TILE_B": 256, "TILE_R": 32}`` for their 32 x 256 TILE), ``--no-defaults``
 drops the ones below.
 int8 and fp8 also take ``GEMV`` (weight_only.tile_decode, its M = 1 register-tile GEMV, with
-its tile keys BLOCK_N, BLOCK_K, num_warps, num_stages, per_sm) and ``INDUCTOR`` (the same
-math as torchao's weight-only linears, compiled by torch.compile: the peer's kernel).
+its tile keys BLOCK_N, BLOCK_K, num_warps, num_stages, per_sm and the kernel's probe keys
+EVICT, UNROLL, EVEN) and ``INDUCTOR`` (the same math as torchao's weight-only linears,
+compiled by torch.compile with torchao's Inductor settings: the peer's kernel).
 ``w4a8gemv`` times W4A8's decode as the bench's graphs run it: the activation kernel, then
 w4a8_gemv (M = 1) or int_act_mm's decode (M > 1); keys GEMV_TILE's (M = 1), ``SGM`` (the
 scales group-major), ``XQ`` (x quantized in the GEMV: one launch), ``PDL`` (the decode

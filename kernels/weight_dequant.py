@@ -35,19 +35,22 @@ def _dequant_tile(
     w_ptr, s_ptr, z_ptr, offs_n, k0, N, K, G, stride_wn,
     WFMT: tl.constexpr, GROUP_SIZE: tl.constexpr, SCALE: tl.constexpr,
     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, TILED: tl.constexpr = False,
-    GROUP_BLOCKS: tl.constexpr = False, EVICT: tl.constexpr = False,
+    GROUP_BLOCKS: tl.constexpr = False, EVICT: tl.constexpr = False, EVEN: tl.constexpr = False,
 ):  # fmt: skip
     """float32 [BLOCK_N, BLOCK_K] weights at rows offs_n, columns k0..k0+BLOCK_K. SCALE=False
     returns the codes (minus zero point) for the caller to scale per channel later. TILED:
     int4 codes in aoq.formats.packing.tile_uint4's order. GROUP_BLOCKS: a tile of several
     whole groups loads its scales (and zero points) as one [BLOCK_N, groups] block, not one
     per element (the dequantize kernel's; the linears' tiles are not timed with it). EVICT:
-    the byte codes loaded "evict_first" (a probe: Inductor streams weights so)."""
+    the byte codes loaded "evict_first" (a probe: Inductor streams weights so). EVEN: the tile
+    lies inside the weight (N and K multiples of the block): its byte codes load unmasked."""
     policy: tl.constexpr = "evict_first" if EVICT else ""
     offs_k = k0 + tl.arange(0, BLOCK_K)
     rows = offs_n.to(tl.int64)[:, None] * stride_wn
     nmask = offs_n < N
     mask = nmask[:, None] & (offs_k < K)[None, :]
+    if EVEN:  # (the constant True mask of a tile inside the weight: no predicate)
+        mask = tl.full((BLOCK_N, BLOCK_K), True, tl.int1)
     if WFMT == 1:
         offs_b = k0 // 2 + tl.arange(0, BLOCK_K // 2)
         bmask = nmask[:, None] & (offs_b < K // 2)[None, :]

@@ -75,14 +75,17 @@ def _weight_only_decode_kernel(
     HAS_BIAS: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr,
     SPLIT_K: tl.constexpr, TAIL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr, TILED: tl.constexpr = False, TRIGGER: tl.constexpr = False,
-    EVICT: tl.constexpr = False,
+    EVICT: tl.constexpr = False, UNROLL: tl.constexpr = 1, EVEN: tl.constexpr = False,
 ):  # fmt: skip
     """Decode (M <= BLOCK_M <= 16): programs over N x SPLIT_K ranges of K (splitk.py). M == 1
     is a GEMV: FMA into a [BLOCK_N, BLOCK_K] register tile, one cross-lane sum at the end;
     2..16 rows pad to one 16-row tile for the matrix units. With SPLIT_K > 1 each program
     stores its float32 partial [M, BLOCK_N], and the column tile's last program (TAIL,
     splitk.finish) or splitk.reduce_partials finishes. TRIGGER: splitk.trigger. EVICT: the
-    GEMV's code loads' eviction policy (_dequant_tile's; a probe)."""
+    GEMV's code loads' eviction policy (_dequant_tile's; a probe). UNROLL: the GEMV's K loop
+    unrolled so; EVEN: its tiles lie inside the weight (N, K multiples of the block), loaded
+    unmasked, so ptxas may issue several steps' loads before the first is used (probes;
+    bench/NOTES.md session 29)."""
     splitk.trigger(TRIGGER)
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
@@ -92,12 +95,15 @@ def _weight_only_decode_kernel(
     k_hi = tl.minimum(K, k_lo + K_SPLIT)
     if BLOCK_M == 1:
         acc2 = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
-        for k0 in range(k_lo, k_hi, BLOCK_K):
+        for k0 in tl.range(k_lo, k_hi, BLOCK_K, loop_unroll_factor=UNROLL):
             offs_k = k0 + tl.arange(0, BLOCK_K)
             w = _dequant_tile(w_ptr, s_ptr, z_ptr, offs_n, k0, N, K, G, stride_wn, WFMT,
                               GROUP_SIZE, not PER_CHANNEL, BLOCK_N, BLOCK_K, TILED,
-                              EVICT=EVICT)  # fmt: skip
-            xv = tl.load(x_ptr + offs_k, mask=offs_k < K, other=0)
+                              EVICT=EVICT, EVEN=EVEN)  # fmt: skip
+            if EVEN:
+                xv = tl.load(x_ptr + offs_k)
+            else:
+                xv = tl.load(x_ptr + offs_k, mask=offs_k < K, other=0)
             acc2 += w * xv.to(tl.float32)[None, :]
         acc = tl.sum(acc2, axis=1)[None, :]
     else:
