@@ -16,7 +16,8 @@ fp8 take ``TILED`` too, a probe, with TILE_B at least their STEP_K, e.g. ``{"TIL
 drops the ones below.
 int8 and fp8 also take ``GEMV`` (weight_only.tile_decode, its M = 1 register-tile GEMV, with
 its tile keys BLOCK_N, BLOCK_K, num_warps, num_stages, per_sm and the kernel's probe keys
-EVICT, UNROLL, EVEN) and ``INDUCTOR`` (the same math as torchao's weight-only linears,
+EVICT, UNROLL, EVEN), ``STATIC`` (bench.gemv_static: that GEMV with K compiled in; keys
+BLOCK_N, BLOCK_K, num_warps) and ``INDUCTOR`` (the same math as torchao's weight-only linears,
 compiled by torch.compile with torchao's Inductor settings: the peer's kernel).
 ``w4a8gemv`` times W4A8's decode as the bench's graphs run it: the activation kernel, then
 w4a8_gemv (M = 1) or int_act_mm's decode (M > 1); keys GEMV_TILE's (M = 1), ``SGM`` (the
@@ -274,6 +275,16 @@ def _tile_gemv_runner(wf: Any, x: torch.Tensor, t: tuple, tile: dict) -> Any:
     return call
 
 
+def _static_gemv_runner(x: torch.Tensor, t: tuple, tile: dict) -> Any:
+    """bench.gemv_static on per-channel codes: K compiled in; keys BLOCK_N, BLOCK_K, num_warps."""
+    from bench.gemv_static import gemv_static
+
+    s = t[1].reshape(-1).contiguous()
+    y = torch.empty(x.shape[0], t[0].shape[0], dtype=x.dtype, device=x.device)
+    kw = {"block_n": tile.get("BLOCK_N", 2), "block_k": tile.get("BLOCK_K", 1024)}
+    return lambda: gemv_static(x, t[0], s, y, num_warps=tile.get("num_warps", 4), **kw)
+
+
 def _runner_of(wf: Any, groups: int, x: torch.Tensor, t: tuple, tile: dict, fmt: str) -> Any:
     if fmt == "w4a8gemv":
         return _gemv_runner(x, t, tile)
@@ -287,6 +298,8 @@ def _runner_of(wf: Any, groups: int, x: torch.Tensor, t: tuple, tile: dict, fmt:
         return _inductor_runner(x, t)
     if tile.pop("GEMV", False):
         return _tile_gemv_runner(wf, x, t, tile)
+    if tile.pop("STATIC", False):
+        return _static_gemv_runner(x, t, tile)
     xq, xs = x, None
     from aoq.formats.packing import pack_zero_words, tile_uint4
 
