@@ -6,7 +6,9 @@ ptxas issues several steps' loads before the first multiply waits on them; aoq's
 (kernels/weight_only.py) runs K as an argument and issues one step, or two with its masks
 dropped. Inductor's kernel of that structure beat aoq's decode_mma on the H200 at fp8
 4096 x 14336 (16.9 against 17.6 µs). Here: one program per ``BLOCK_N`` rows over all of K
-(no split), codes loaded ``evict_first``, x ``evict_last``, float32 products summed across
+(no split), codes loaded ``evict_first``, x ``evict_last``, int8 codes made floats by
+kernels._common.exact_float (the probe's first run converted them with I2F, a quarter of the
+FMA rate: int8 lost 5-10 % against fp8 there), float32 products summed across
 the [BLOCK_N, BLOCK_K] register tile at the end, the channel scale after. One compile per
 (K, stride): a probe for ``bench.decode_rows`` (``STATIC``), not a dispatched kernel.
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+from aoq.kernels._common import MAGIC, exact_float
 
 
 @triton.jit
@@ -32,7 +35,11 @@ def _gemv_static_kernel(
         offs_k = k0 + tl.arange(0, BLOCK_K)
         w = tl.load(rows + offs_k[None, :], eviction_policy="evict_first")
         xv = tl.load(x_ptr + offs_k, eviction_policy="evict_last")
-        acc += w.to(tl.float32) * xv.to(tl.float32)[None, :]
+        if w_ptr.dtype.element_ty == tl.int8:  # no int-to-float conversion (a quarter rate)
+            wf = exact_float(w.to(tl.int32), 128) - (MAGIC + 128.0)
+        else:
+            wf = w.to(tl.float32)
+        acc += wf * xv.to(tl.float32)[None, :]
     y = tl.sum(acc, axis=1) * tl.load(s_ptr + offs_n)
     tl.store(y_ptr + offs_n, y.to(y_ptr.dtype.element_ty))
 
