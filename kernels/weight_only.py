@@ -163,6 +163,11 @@ def _check(
     return groups, wfmt
 
 
+def _per_channel(groups: int, wfmt: WeightFormat) -> bool:
+    """One scale a row (int8 / fp8 with a single group): the scale multiplies the outputs."""
+    return groups == 1 and wfmt is not WeightFormat.UINT4
+
+
 def weight_only_mm_triton(
     x: torch.Tensor,
     qdata: torch.Tensor,
@@ -182,11 +187,11 @@ def weight_only_mm_triton(
     y = torch.empty((m, n), dtype=out_dtype_for(x.dtype), device=x.device)
     if m == 0:
         return y.to(x.dtype)
-    per_channel = groups == 1 and wfmt is not WeightFormat.UINT4
-    upcast, precision = dot_flags(x.dtype)
+    per_channel = _per_channel(groups, wfmt)
     if Strategy(strategy) is Strategy.DECODE and m <= 16:
         _decode(x, qdata, scale, zero, bias, y, groups, wfmt, per_channel, split, tiled)
         return y.to(x.dtype)
+    upcast, precision = dot_flags(x.dtype)
     scale_c = scale.contiguous()
     z = zero.contiguous() if zero is not None else scale_c
     b = bias if bias is not None else scale_c
@@ -241,7 +246,7 @@ def tile_decode(x: torch.Tensor, qdata: torch.Tensor, scale: torch.Tensor, zero:
     """This file's own decode kernel (row-major scales; ``zero`` the scales where there are no
     zero points) at configs.decode_tile's tile, split for ``per_sm`` programs an SM (16 at
     M == 1, else 8). ``tile`` overrides either (probes: bench.decode_rows' ``GEMV``)."""
-    per_channel = groups == 1 and wfmt is not WeightFormat.UINT4
+    per_channel = _per_channel(groups, wfmt)
     upcast, precision = dot_flags(x.dtype)
     m, k = x.shape
     n = qdata.shape[0]
