@@ -16,9 +16,10 @@ fp8 take ``TILED`` too, a probe, with TILE_B at least their STEP_K, e.g. ``{"TIL
 drops the ones below.
 int8 and fp8 also take ``GEMV`` (weight_only.tile_decode, its M = 1 register-tile GEMV, with
 its tile keys BLOCK_N, BLOCK_K, num_warps, num_stages, per_sm and the kernel's probe keys
-EVICT, UNROLL, EVEN), ``STATIC`` (bench.gemv_static: that GEMV with K compiled in; keys
-BLOCK_N, BLOCK_K, num_warps) and ``INDUCTOR`` (the same math as torchao's weight-only linears,
-compiled by torch.compile with torchao's Inductor settings: the peer's kernel).
+EVICT, UNROLL, EVEN), ``STATIC`` (kernels/gemv_static.py: a GEMV with K compiled in, served
+on H100-class GPUs; keys BLOCK_N, BLOCK_K, num_warps) and ``INDUCTOR`` (the same math as
+torchao's weight-only linears, compiled by torch.compile with torchao's Inductor settings:
+the peer's kernel).
 ``w4a8gemv`` times W4A8's decode as the bench's graphs run it: the activation kernel, then
 w4a8_gemv (M = 1) or int_act_mm's decode (M > 1); keys GEMV_TILE's (M = 1), ``SGM`` (the
 scales group-major), ``XQ`` (x quantized in the GEMV: one launch), ``PDL`` (the decode
@@ -276,13 +277,12 @@ def _tile_gemv_runner(wf: Any, x: torch.Tensor, t: tuple, tile: dict) -> Any:
 
 
 def _static_gemv_runner(x: torch.Tensor, t: tuple, tile: dict) -> Any:
-    """bench.gemv_static on per-channel codes: K compiled in; keys BLOCK_N, BLOCK_K, num_warps."""
-    from bench.gemv_static import gemv_static
+    """kernels/gemv_static.py on per-channel codes (K compiled in) at STATIC_TILE, or at
+    the tile's keys BLOCK_N, BLOCK_K, num_warps, whatever the GPU (its rule not asked)."""
+    from aoq.kernels.gemv_static import gemv_static
 
-    s = t[1].reshape(-1).contiguous()
     y = torch.empty(x.shape[0], t[0].shape[0], dtype=x.dtype, device=x.device)
-    kw = {"block_n": tile.get("BLOCK_N", 2), "block_k": tile.get("BLOCK_K", 1024)}
-    return lambda: gemv_static(x, t[0], s, y, num_warps=tile.get("num_warps", 4), **kw)
+    return lambda: gemv_static(x, t[0], t[1], None, y, tile=tile)
 
 
 def _runner_of(wf: Any, groups: int, x: torch.Tensor, t: tuple, tile: dict, fmt: str) -> Any:

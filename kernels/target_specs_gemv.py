@@ -19,8 +19,10 @@ def gemv_specs(target: str) -> list[Spec]:
     """The GEMVs (no matrix instructions) and the split-K reduction. The W4A8 GEMV's integer
     dot products are NVIDIA PTX (``dp4a``); AMD compiles its float path; its tiles are
     GEMV_TILE's."""
+    from aoq.kernels.gemv_static import STATIC_TILE
     from aoq.kernels.w4a8_gemv import GEMV_TILE
 
+    f8 = "*fp8e4b8" if target == "gfx942" else "*fp8e4nv"
     gemv_sig = {
         "xq_ptr": "*i8",
         "xs_ptr": "*fp32",
@@ -78,6 +80,19 @@ def gemv_specs(target: str) -> list[Spec]:
         EVEN_K=True,
     )  # fmt: skip
     int8_words = {**words_ce, "INT4": False, "GROUP_SIZE": 0, "PER_CHANNEL": True}
+    static_sig = {
+        "x_ptr": "*bf16",
+        "w_ptr": "*i8",
+        "s_ptr": "*fp32",
+        "b_ptr": "*bf16",
+        "y_ptr": "*bf16",
+        "N": "i32",
+        "stride_wn": "i32",
+    }
+    static_ce = dict(K=4096, INT8=True, HAS_BIAS=True, BLOCK_N=STATIC_TILE["BLOCK_N"],
+                     BLOCK_K=STATIC_TILE["BLOCK_K"])  # fmt: skip
+    static = Spec("int8wo.gemv_static", "gemv_static", "_gemv_static_kernel", static_sig,
+                  static_ce, warps=STATIC_TILE["num_warps"], mma=False)  # fmt: skip
     return [
         Spec(
             "int4wo.gemv_words",
@@ -87,6 +102,14 @@ def gemv_specs(target: str) -> list[Spec]:
             {**words_ce, "INT4": True},
             mma=False,
         ),  # fmt: skip
+        static,
+        replace(
+            static,
+            name="fp8wo.gemv_static",
+            fp8=True,
+            signature={**static_sig, "w_ptr": f8},
+            constexprs={**static_ce, "INT8": False},
+        ),
         int8_gemv := Spec(
             "int8wo.gemv_words", "gemv", "_gemv_words_kernel", words_sig, int8_words, mma=False
         ),

@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
-from aoq.kernels import decode_mma, gemv, splitk
+from aoq.kernels import decode_mma, gemv, gemv_static, splitk
 from aoq.kernels._common import (
     FLOAT_DTYPES,
     Strategy,
@@ -222,12 +222,17 @@ def _decode(
     tiled: bool = False,
 ) -> None:
     """The decode kernel with a tile and split chosen from the shape (configs.decode_tile,
-    splitk.split_k): no timing autotune, so every process computes the same bits. Integer
-    codes go to the matrix-unit decode (decode_mma.py) where it serves, then at M == 1 to
-    the word GEMV (gemv.py). Only decode_mma reads group-major int4 scales and zero points
-    (strides (1, N), aoq.tensors.int4's CUDA layout; for tiled codes the zero points as
-    aoq.formats.packing.pack_zero_words): the others get them row-major. Tiled int4 codes
+    splitk.split_k): no timing autotune, so every process computes the same bits. At M == 1,
+    per-channel int8 / fp8 codes go to the static-K GEMV (gemv_static.py) on the GPUs where
+    it is the faster; integer codes go to the matrix-unit decode (decode_mma.py) where it
+    serves, then at M == 1 to the word GEMV (gemv.py). Only decode_mma reads group-major int4
+    scales and zero points (strides (1, N), aoq.tensors.int4's CUDA layout; for tiled codes
+    the zero points as aoq.formats.packing.pack_zero_words): the others get them row-major.
+    Tiled int4 codes
     skip the word GEMV (its loads assume rows)."""
+    if gemv_static.serves(x, qdata, groups, wfmt):
+        gemv_static.gemv_static(x, qdata, scale, bias, y)
+        return
     if decode_mma.serves(x, qdata, groups, wfmt, scale, zero, tiled):
         decode_mma.decode_mma(x, qdata, scale, zero, bias, y, groups, wfmt, split, tiled=tiled)
         return
