@@ -277,7 +277,7 @@ def _tile_gemv_runner(wf: Any, x: torch.Tensor, t: tuple, tile: dict) -> Any:
 
 
 def _static_gemv_runner(x: torch.Tensor, t: tuple, tile: dict) -> Any:
-    """kernels/gemv_static.py on per-channel codes (K compiled in) at STATIC_TILE, or at
+    """kernels/gemv_static.py on per-channel codes (K compiled in) at static_tile(K), or at
     the tile's keys BLOCK_N, BLOCK_K, num_warps, whatever the GPU (its rule not asked)."""
     from aoq.kernels.gemv_static import gemv_static
 

@@ -30,6 +30,10 @@ from aoq.kernels._launch import launch
 STATIC_TILE = {"BLOCK_N": 2, "BLOCK_K": 512, "num_warps": 2}
 """Rows a program, codes a step, warps: the H100's best single tile over the three shapes
 (bench.decode_rows ``STATIC``, session 30). A rule, not a timing autotune."""
+WHOLE_ROW_K = (4096, 8192)
+"""K that static_tile reads in one step (2 rows, K / 1024 warps): fp8 3-8 % faster than
+STATIC_TILE there on the H100 (21.5 against 23.2 µs at 4096 x 14336, 24.2-24.8 against
+25.3-25.4 at 8192^2), int8 within 1 %; at K 14336 one step loses 5-25 %."""
 MAX_K = 32768
 """Longest K compiled in (the loop unrolls to K / BLOCK_K steps: 64 here)."""
 MAX_DRAM_BANDWIDTH = 4.0e12
@@ -66,6 +70,13 @@ def _gemv_static_kernel(
     if HAS_BIAS:
         y += tl.load(b_ptr + rows_n).to(tl.float32)
     tl.store(y_ptr + offs_n, y.to(y_ptr.dtype.element_ty), mask=offs_n < N)
+
+
+def static_tile(k: int) -> dict[str, int]:
+    """The tile for K: the whole row in one step at WHOLE_ROW_K, else STATIC_TILE."""
+    if k in WHOLE_ROW_K:
+        return {"BLOCK_N": 2, "BLOCK_K": k, "num_warps": k // 1024}
+    return dict(STATIC_TILE)
 
 
 def dram_bandwidth(props: object) -> float | None:
@@ -108,13 +119,13 @@ def gemv_static(
     y: torch.Tensor,
     tile: dict | None = None,
 ) -> torch.Tensor:
-    """y [1, N] = x [1, K] codes [N, K]ᵀ x scale [N] (+ bias); ``tile`` overrides STATIC_TILE's
-    keys (probes: bench.decode_rows' ``STATIC``)."""
+    """y [1, N] = x [1, K] codes [N, K]ᵀ x scale [N] (+ bias); ``tile`` overrides
+    static_tile's keys (probes: bench.decode_rows' ``STATIC``)."""
     n, k = qdata.shape
     if x.shape != (1, k) or scale.numel() != n or y.shape != (1, n):
         raise ValueError(f"gemv_static: x {tuple(x.shape)}, codes {tuple(qdata.shape)}, "
                          f"scale {tuple(scale.shape)}, y {tuple(y.shape)}: one row")  # fmt: skip
-    cfg = {**STATIC_TILE, **(tile or {})}
+    cfg = {**static_tile(k), **(tile or {})}
     scale = scale.reshape(-1)
     launch(_gemv_static_kernel, (triton.cdiv(n, cfg["BLOCK_N"]),),
         x, qdata, scale, bias if bias is not None else scale, y, n, qdata.stride(0),

@@ -19,7 +19,7 @@ def gemv_specs(target: str) -> list[Spec]:
     """The GEMVs (no matrix instructions) and the split-K reduction. The W4A8 GEMV's integer
     dot products are NVIDIA PTX (``dp4a``); AMD compiles its float path; its tiles are
     GEMV_TILE's."""
-    from aoq.kernels.gemv_static import STATIC_TILE
+    from aoq.kernels.gemv_static import static_tile
     from aoq.kernels.w4a8_gemv import GEMV_TILE
 
     f8 = "*fp8e4b8" if target == "gfx942" else "*fp8e4nv"
@@ -89,10 +89,17 @@ def gemv_specs(target: str) -> list[Spec]:
         "N": "i32",
         "stride_wn": "i32",
     }
-    static_ce = dict(K=4096, INT8=True, HAS_BIAS=True, BLOCK_N=STATIC_TILE["BLOCK_N"],
-                     BLOCK_K=STATIC_TILE["BLOCK_K"])  # fmt: skip
+    # K 4096 (its whole-row tile) and K 14336 (STATIC_TILE's 512-code steps)
+    whole, steps = static_tile(4096), static_tile(14336)
+    static_ce = dict(K=4096, INT8=True, HAS_BIAS=True, BLOCK_N=whole["BLOCK_N"],
+                     BLOCK_K=whole["BLOCK_K"])  # fmt: skip
     static = Spec("int8wo.gemv_static", "gemv_static", "_gemv_static_kernel", static_sig,
-                  static_ce, warps=STATIC_TILE["num_warps"], mma=False)  # fmt: skip
+                  static_ce, warps=whole["num_warps"], mma=False)  # fmt: skip
+    static_steps = replace(
+        static, name="int8wo.gemv_static_steps", warps=steps["num_warps"],
+        constexprs={**static_ce, "K": 14336, "BLOCK_N": steps["BLOCK_N"],
+                    "BLOCK_K": steps["BLOCK_K"]},
+    )  # fmt: skip
     return [
         Spec(
             "int4wo.gemv_words",
@@ -103,6 +110,7 @@ def gemv_specs(target: str) -> list[Spec]:
             mma=False,
         ),  # fmt: skip
         static,
+        static_steps,
         replace(
             static,
             name="fp8wo.gemv_static",

@@ -43,6 +43,13 @@ def test_only_sm90_under_the_bandwidth_bar_is_fast(monkeypatch, props, fast):
         gs._fast_on.cache_clear()
 
 
+def test_the_whole_row_in_one_step_only_at_the_measured_k():
+    assert gs.static_tile(4096) == {"BLOCK_N": 2, "BLOCK_K": 4096, "num_warps": 4}
+    assert gs.static_tile(8192) == {"BLOCK_N": 2, "BLOCK_K": 8192, "num_warps": 8}
+    for k in (1024, 6144, 14336):
+        assert gs.static_tile(k) == gs.STATIC_TILE
+
+
 def test_cpu_tensors_are_never_served():
     x = torch.randn(1, 256)
     assert not gs.serves(x, torch.zeros(8, 256, dtype=torch.int8), 1, WeightFormat.INT8)
@@ -89,11 +96,11 @@ def _check_float_product(n: int, k: int, bias: bool, device: str = "cpu") -> Non
 
 
 @interpret
-@pytest.mark.parametrize("n, k", [(8, 256), (7, 200), (5, 1300)], ids=str)
+@pytest.mark.parametrize("n, k", [(8, 256), (7, 200), (5, 1300), (5, 4096)], ids=str)
 @pytest.mark.parametrize("bias", [False, True], ids=["nobias", "bias"])
 def test_static_gemv_is_the_float_product(n, k, bias):
-    """Rows past N (7, 5 against 2-row programs) and a partial last K step (200, 1300 against
-    512-code steps) included."""
+    """Rows past N (7, 5 against 2-row programs), a partial last K step (200, 1300 against
+    512-code steps) and a whole row in one step (4096) included."""
     _check_float_product(n, k, bias)
 
 
