@@ -12,7 +12,8 @@ cross-lane sum at the end, then the channel scale and the bias.
 Where it serves: measured on an H100 (3.35 TB/s), STATIC_TILE ran 3-7 % under decode_mma at
 K x N 8192^2, 4096 x 14336 and 14336 x 4096 (int8 25.4 / 22.7 / 22.6 µs against 27.2 / 23.9
 / 24.3; fp8 25.2 / 22.3 / 23.7 against 26.7 / 23.8 / 24.4); on an H200 (4.8 TB/s) no tile of
-it beat decode_mma beyond 1-3 % and it lost 2-5 % at 4096 x 14336. So the rule is sm90 with
+it beat decode_mma beyond 1-3 % (session 29), and static_tile's int8 ran 23.7 / 21.2 / 20.0
+against 20.5 / 18.3 / 18.5 µs there (fp8 within 1 %: session 30). So the rule is sm90 with
 DRAM under MAX_DRAM_BANDWIDTH (the device's own memory clock and bus width), CUDA only;
 other GPUs keep decode_mma (none of them was timed). One compile per K (at most MAX_K).
 """
@@ -37,7 +38,7 @@ STATIC_TILE there on the H100 (21.5 against 23.2 µs at 4096 x 14336, 24.2-24.8 
 MAX_K = 32768
 """Longest K compiled in (the loop unrolls to K / BLOCK_K steps: 64 here)."""
 MAX_DRAM_BANDWIDTH = 4.0e12
-"""Bytes a second: the H100 (3.35e12) is under it, the H200 (4.9e12) over."""
+"""Bytes a second: the H100 (3.35e12 from its properties) is under it, the H200 (4.81e12) over."""
 SERVES = (WeightFormat.INT8, WeightFormat.FP8)
 
 
