@@ -126,6 +126,8 @@ def gemv_static(
     if x.shape != (1, k) or scale.numel() != n or y.shape != (1, n):
         raise ValueError(f"gemv_static: x {tuple(x.shape)}, codes {tuple(qdata.shape)}, "
                          f"scale {tuple(scale.shape)}, y {tuple(y.shape)}: one row")  # fmt: skip
+    if n == 0:
+        return y
     cfg = {**static_tile(k), **(tile or {})}
     scale = scale.reshape(-1)
     launch(_gemv_static_kernel, (triton.cdiv(n, cfg["BLOCK_N"]),),

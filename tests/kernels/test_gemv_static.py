@@ -116,6 +116,14 @@ def test_static_gemv_on_the_gpu(n, k):
 
 
 @interpret
+def test_static_gemv_of_no_rows_and_of_short_rows():
+    y = torch.empty(1, 0)
+    assert gs.gemv_static(torch.randn(1, 64), torch.zeros(0, 64, dtype=torch.int8),
+                          torch.ones(0), None, y) is y  # fmt: skip
+    _check_float_product(3, 16, True)  # one masked step of 512 codes
+
+
+@interpret
 def test_static_gemv_refuses_mismatched_shapes():
     q = torch.zeros(8, 256, dtype=torch.int8)
     with pytest.raises(ValueError, match="one row"):
