@@ -167,6 +167,12 @@ def exact_float(v, OFFSET: tl.constexpr):
 
 
 @triton.jit
+def int8_float(q):
+    """int8 codes as float32, exactly, without an int-to-float conversion (exact_float)."""
+    return exact_float(q.to(tl.int32), 128) - (MAGIC + 128.0)
+
+
+@triton.jit
 def mma(a, b, acc, UPCAST: tl.constexpr, PRECISION: tl.constexpr):
     """acc + a @ b; under the interpreter float operands go through float32 (its bf16 dot is
     wrong) and integer operands stay int8 (its int8 dot is exact)."""

@@ -5,7 +5,7 @@ Why (bench/NOTES.md, sessions 29-30): with a static K the loop over K unrolls co
 ptxas issues several steps' loads before the first multiply waits on them (6-10 on sm90),
 where a runtime trip count gets one step in flight. One program takes ``BLOCK_N`` rows over
 all of K: no split, no partials, one launch. Codes load ``evict_first``, x ``evict_last``;
-int8 codes become floats by _common.exact_float (an int-to-float conversion runs at a quarter
+int8 codes become floats by _common.int8_float (an int-to-float conversion runs at a quarter
 of the FMA rate); float32 products sum across the [BLOCK_N, BLOCK_K] register tile, one
 cross-lane sum at the end, then the channel scale and the bias.
 
@@ -25,7 +25,7 @@ import functools
 import torch
 import triton
 import triton.language as tl
-from aoq.kernels._common import MAGIC, WeightFormat, exact_float
+from aoq.kernels._common import WeightFormat, int8_float
 from aoq.kernels._launch import launch
 
 STATIC_TILE = {"BLOCK_N": 2, "BLOCK_K": 512, "num_warps": 2}
@@ -63,9 +63,9 @@ def _gemv_static_kernel(
             kmask = offs_k < K
             w = tl.load(rows + offs_k[None, :], mask=kmask[None, :], eviction_policy="evict_first")
             xv = tl.load(x_ptr + offs_k, mask=kmask, other=0, eviction_policy="evict_last")
-        wf = exact_float(w.to(tl.int32), 128) - (MAGIC + 128.0) if INT8 else w.to(tl.float32)
+        wf = int8_float(w) if INT8 else w.to(tl.float32)
         if k0 + BLOCK_K > K:
-            wf = tl.where((offs_k < K)[None, :], wf, 0.0)
+            wf = tl.where(kmask[None, :], wf, 0.0)
         acc += wf * xv.to(tl.float32)[None, :]
     y = tl.sum(acc, axis=1) * tl.load(s_ptr + rows_n).to(tl.float32)
     if HAS_BIAS:

@@ -158,13 +158,18 @@ def _int_act(name: str, int4: bool, gs: int, bm: int, bn: int, bk: int, **kw: An
     return Spec(name, "int_act_mm", "_int_act_mm_kernel", sig, ce, **kw)
 
 
+def fp8_pointer(target: str) -> str:
+    """The arch's own e4m3 as a pointer type (gfx942: the fnuz variant)."""
+    return "*fp8e4b8" if target == "gfx942" else "*fp8e4nv"
+
+
 def specs(target: str) -> list[Spec]:
     """The kernels compiled for ``target`` (float8 kernels use the arch's own e4m3)."""
     from aoq.kernels.target_specs_decode import decode_mma, decode_mma_specs
     from aoq.kernels.target_specs_gemv import gemv_specs
     from aoq.kernels.target_specs_mx import mx_specs
 
-    f8 = "*fp8e4b8" if target == "gfx942" else "*fp8e4nv"
+    f8 = fp8_pointer(target)
     act = {
         "x_ptr": "*bf16",
         "q_ptr": "*i8",

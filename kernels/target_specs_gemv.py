@@ -9,6 +9,7 @@ from aoq.kernels.target_specs import (
     PDL_TARGETS,
     Spec,
     chained,
+    fp8_pointer,
     one_row_variant,
     pdl_variant,
     split_tail,
@@ -22,7 +23,6 @@ def gemv_specs(target: str) -> list[Spec]:
     from aoq.kernels.gemv_static import static_tile
     from aoq.kernels.w4a8_gemv import GEMV_TILE
 
-    f8 = "*fp8e4b8" if target == "gfx942" else "*fp8e4nv"
     gemv_sig = {
         "xq_ptr": "*i8",
         "xs_ptr": "*fp32",
@@ -115,7 +115,7 @@ def gemv_specs(target: str) -> list[Spec]:
             static,
             name="fp8wo.gemv_static",
             fp8=True,
-            signature={**static_sig, "w_ptr": f8},
+            signature={**static_sig, "w_ptr": fp8_pointer(target)},
             constexprs={**static_ce, "INT8": False},
         ),
         int8_gemv := Spec(

@@ -21,6 +21,7 @@ from aoq.kernels._common import (
     exact_float,
     int4_cols,
     int4_rows,
+    int8_float,
     out_dtype_for,
     unpack_nibbles,
 )
@@ -67,7 +68,7 @@ def _dequant_tile(
         w = w.to(tl.float32)
     else:
         q = tl.load(w_ptr + rows + offs_k[None, :], mask=mask, other=0, eviction_policy=policy)
-        w = exact_float(q.to(tl.int32), 128) - (MAGIC + 128.0)
+        w = int8_float(q)
     if SCALE or WFMT == 1:
         if GROUP_SIZE % BLOCK_K == 0:  # one group per tile: a [BLOCK_N] column of scales
             sidx = offs_n.to(tl.int64) * G + k0 // GROUP_SIZE

@@ -228,8 +228,7 @@ def _decode(
     serves, then at M == 1 to the word GEMV (gemv.py). Only decode_mma reads group-major int4
     scales and zero points (strides (1, N), aoq.tensors.int4's CUDA layout; for tiled codes
     the zero points as aoq.formats.packing.pack_zero_words): the others get them row-major.
-    Tiled int4 codes
-    skip the word GEMV (its loads assume rows)."""
+    Tiled int4 codes skip the word GEMV (its loads assume rows)."""
     if gemv_static.serves(x, qdata, groups, wfmt):
         gemv_static.gemv_static(x, qdata, scale, bias, y)
         return
