@@ -32,7 +32,7 @@ STATIC_TILE = {"BLOCK_N": 2, "BLOCK_K": 512, "num_warps": 2}
 """Rows a program, codes a step, warps: the H100's best single tile over the three shapes
 (bench.decode_rows ``STATIC``, session 30). A rule, not a timing autotune."""
 WHOLE_ROW_K = (4096, 8192)
-"""K that static_tile reads in one step (2 rows, K / 1024 warps): fp8 3-8 % faster than
+"""K that static_tile reads in one step (2 rows, K / 1024 warps): fp8 2-8 % faster than
 STATIC_TILE there on the H100 (21.5 against 23.2 µs at 4096 x 14336, 24.2-24.8 against
 25.3-25.4 at 8192^2), int8 within 1 %; at K 14336 one step loses 5-25 %."""
 MAX_K = 32768
