@@ -70,7 +70,7 @@ report: venv
 # subset (sm90, gfx942) runs inside `unit` (tests/kernels/test_targets.py).
 kernels-interpret: venv
 	TRITON_INTERPRET=1 $(VPY) -m pytest tests/kernels/test_interpret.py tests/kernels/test_decode_mma.py \
-		tests/kernels/test_gemv_static.py \
+		tests/kernels/test_gemv_static.py tests/kernels/test_decode_mma_fp6.py \
 		tests/kernels/test_decode_mma_mx.py tests/kernels/test_act_qdq.py -q
 
 test: lint typecheck unit kernels-interpret

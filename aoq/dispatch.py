@@ -153,8 +153,9 @@ def _gpu_rows() -> None:
         (M_ANY, ("triton.fp8.prefill",)),
     )
     # MX / NVFP4 weights at decode: dequantized tile by tile inside the kernel (the emulated
-    # path's weights, read packed instead of as a dequantized copy); float32 activations and
-    # larger M keep the emulated path (dequantize, then the BLAS matmul)
+    # path's weights, read packed instead of as a dequantized copy), the emulated path where
+    # the decode kernel refuses a call (a recorded fallback: its reason says why); float32
+    # activations and larger M run the emulated path (dequantize, then the BLAS matmul)
     mx_decode = (
         (Scheme.MX_WEIGHT_ONLY, "triton.mxwo.decode", "emulated.mx_dequant_mm"),
         (Scheme.MX_MX, "triton.mx.decode", "emulated.mx_qdq_mm"),
@@ -163,13 +164,15 @@ def _gpu_rows() -> None:
     )
     for scheme, decode, emulated in mx_decode:
         for backend in (Backend.CUDA, Backend.ROCM, Backend.INTERPRET):
-            BY_M[(scheme, backend)] = ((DECODE_MAX_M, (decode,)), (M_ANY, (emulated,)))
+            BY_M[(scheme, backend)] = ((DECODE_MAX_M, (decode, emulated)), (M_ANY, (emulated,)))
             DTYPE_BY_M[(scheme, backend, torch.float32)] = ((M_ANY, (emulated,)),)
-    # ...except fp6 codes (four in three bytes): unpacked tile by tile they cost the decode
-    # kernel more than the emulated path's whole dequantize-and-GEMV (H200, 8192 x 8192, M 1:
-    # 290 vs 164 us, session 10), so they keep the emulated path at every M
+    # ...fp6 codes (four in three bytes) decode only on CUDA's bf16-pair kernel (decode_mma.py,
+    # WFMT 6 and 7, session 31; the decode entry refuses them anywhere else): the generic
+    # decode kernel's fp6 tile cost more than the emulated path's whole dequantize-and-GEMV
+    # (H200, 8192 x 8192, M 1: 290 vs 164 us, session 10), so ROCm and the interpreter keep
+    # the emulated path at every M
     for scheme, _decode, emulated in mx_decode[:2]:
-        for backend in (Backend.CUDA, Backend.ROCM, Backend.INTERPRET):
+        for backend in (Backend.ROCM, Backend.INTERPRET):
             VARIANT_BY_M[(scheme, backend, "fp6")] = ((M_ANY, (emulated,)),)
     # sm80 has no float8 instructions (no fp8 MMA, no fp8 conversions in Triton; see
     # `python -m aoq.kernels.targets`): float8 runs the reference there, recorded as such.

@@ -72,6 +72,10 @@ class WeightFormat(enum.IntEnum):
     """two MX fp4 (e2m1) codes per byte, low nibble first; E8M0 scale bytes [N, G]."""
     MX_FP8 = 5
     """MX fp8 e4m3 codes [N, K] (uint8 bits); E8M0 scale bytes [N, G]."""
+    MX_FP6_E3M2 = 6
+    """MX fp6 e3m2 codes, four in three little-endian bytes [N, 3 K / 4]; E8M0 bytes [N, G]."""
+    MX_FP6_E2M3 = 7
+    """MX fp6 e2m3 codes, packed as MX_FP6_E3M2."""
 
 
 def backend_of(device: torch.device) -> Backend:

@@ -50,7 +50,9 @@ from aoq.kernels._common import (
 )
 from aoq.kernels._launch import launch
 from aoq.kernels.bf16_codes import byte_codes
+from aoq.kernels.decode_mma_fp6 import fp6_loop
 from aoq.kernels.decode_mma_steps import _group_steps, _weights_mma
+from aoq.kernels.decode_mma_tiles import TILE, TILED_TILE, X_DTYPES  # noqa: F401 (re-exported)
 from triton.language.extra.cuda import gdc_wait
 
 from aoq.backends import Backend
@@ -76,8 +78,9 @@ def _decode_mma_kernel(
     fp8 (2): per-channel scales. XQ: x holds int8 codes (W4A8), less the row's zero point
     xz (XZ: asymmetric activations; -255..255), exact in bf16, so a group's products sum
     exactly in float32; scaled by xs per row (STATIC: one scalar) at the end. MX (WFMT 4
-    fp4, 5 fp8 e4m3): BIG 0 every block scale is at most 2**1 (fp8: 2**7; one multiply), 1
-    some is above (a second multiply), 2 the host does not know: the int32 at z_ptr says.
+    fp4, 5 fp8 e4m3, 6 fp6 e3m2, 7 fp6 e2m3): BIG 0 every block scale is at most 2**1
+    (fp8: 2**7, e3m2: 2**3; one multiply), 1 some is above (a second multiply), 2 the host
+    does not know: the int32 at z_ptr says. fp6: decode_mma_fp6.py's loop.
     SPLIT_K > 1
     stores float32 partials, which the last program of the column tile (TAIL,
     splitk.finish) or splitk.reduce_partials sums, then applies int8's channel scale, xs
@@ -107,7 +110,12 @@ def _decode_mma_kernel(
         k_hi = K
     if PDL:
         gdc_wait()
-    if WFMT == 1 or WFMT >= 3:
+    if WFMT >= 6:  # MX fp6 (decode_mma_fp6.py): WT only
+        tl.static_assert(WT, "MX fp6: the weights are the MMA's A operand")
+        acc_t = fp6_loop(acc_t, xrows, w_ptr, s_ptr, z_ptr, offs_n, nmask, mmask, k_lo, k_hi,
+                         stride_wn, stride_sn, stride_sg, WFMT == 6, GROUP_SIZE, BLOCK_K, ASM,
+                         UPCAST, BIG)  # fmt: skip
+    elif WFMT == 1 or WFMT >= 3:
         wrows = (
             w_ptr
             + int4_rows(offs_n, stride_wn, K, TILED, TILE_B, TILE_R)[:, None]
@@ -161,94 +169,10 @@ def _decode_mma_kernel(
                  WFMT == 0 or WFMT == 2, XQ, STATIC, HAS_BIAS)  # fmt: skip
 
 
-TILE = {
-    WeightFormat.UINT4: {"BLOCK_N": 64, "STEP_K": 128, "num_warps": 2, "num_stages": 3,
-                         "per_sm": 6, "exact": True, "WT": True, "PREF": True, "rows8": True,
-                         "KINT": True},
-    WeightFormat.INT4_SYM: {"BLOCK_N": 64, "STEP_K": 64, "num_warps": 2, "num_stages": 3,
-                            "per_sm": 10, "WT": True, "PREF": True, "rows8": True, "IMMA": True},
-    WeightFormat.MX_FP4: {"BLOCK_N": 64, "STEP_K": 64, "num_warps": 2, "num_stages": 3,
-                          "per_sm": 10, "WT": True, "PREF": True, "rows8": True},
-    WeightFormat.MX_FP8: {"BLOCK_N": 64, "STEP_K": 128, "num_warps": 2, "num_stages": 3,
-                          "per_sm": 8, "WT": True, "PREF": True},
-    WeightFormat.INT8: {"BLOCK_N": 32, "STEP_K": 256, "num_warps": 2, "num_stages": 3,
-                        "per_sm": 4, "WT": True, "rows8": True},
-    WeightFormat.FP8: {"BLOCK_N": 32, "STEP_K": 256, "num_warps": 2, "num_stages": 4,
-                       "per_sm": 4, "WT": True, "rows8": True},
-}  # fmt: skip
-"""Per weight format: outputs per program (BLOCK_N), K per loop step (int4: whole groups, at
-least one), warps, pipeline depth, split-K programs per SM (splitk.split_k; ``exact``: any
-split up to one full wave, not only powers of two), orientation (WT), scale prefetch
-(PREF). H200 graph replays at M 1 and 16 over 8192^2, 4096 x 14336, 14336 x 4096
-(bench/NOTES.md, sessions 14 to 16; W4A8 at M 16, x quantized):
-- UINT4: 20.2-20.9 us against 24.2-25.0 (4 warps, x as operand A); part-group steps lost.
-  Six programs an SM fit (164 registers x 64 threads); a split that fills exactly that one
-  wave (6 at 8192^2, 3 at 4096 x 14336, 12 at 14336 x 4096) against the power of two
-  below 7 (4, 4, 8): 19.3 / 18.7 / 18.0 us against 21.0 / 19.7 / 18.7 at M 1 (session 16).
-- INT4_SYM (W4A8, 2 <= M <= 16, groups of 32): two groups a step from group-major scales,
-  23.3-25.2 us against 35.3-38.2 (session 9's 128 x 128, 4 warps); row-major scales
-  34.1-36.7; other tiles slower. With the codes in tiles of 64 (or 16) rows x one group
-  (TILED with TILE_B 16: each group's rows one 1 KB run), one group a step and 5 pipelined
-  stages, M 16 takes 21.4 / 19.1-19.5 / 19.2-19.5 us against 26.2 / 23.5 / 24.2 (H100,
-  session 27), but the M = 1 GEMV reads those tiles 5-25 % slower than row-major codes,
-  whatever its tile: the packing stays row-major (bench/NOTES.md, session 27).
-- KINT (UINT4): the K splits interleaved, split s taking steps s, s + S, ... (S splits), so
-  a column tile's splits read side by side; the partition is the same for every layout and
-  ROWS, so they keep one another's bits. H100, tiled codes, M 1 (M 16), session 27: 17.2 /
-  15.6 / 15.8 -> 16.6 / 15.4 / 15.5 us (19.0 / 18.2 / 18.2 -> 18.6 / 17.5 / 17.0); row-major
-  19.7 -> 19.2 at 8192^2 (M 16 22.5 -> 20.8). W4A8 lost with it (26.7 -> 29.0 at M 16).
-- MX_FP8: 30.4 / 27.8 / 26.7 us at M 1 against 30.7 / 30.0 / 26.7 for 4 stages at 4 an SM;
-  24 other tiles (32-128 rows, 64-128 K, 3-4 stages, no PREF) no faster (session 17).
-- INT8 / FP8: 19.3-21.2 / 19.4-21.0 us at M 1 against 19.5-21.3 / 19.4-21.2 (64 x 128 or
-  64 x 256 on 4 warps); M 16 19.4-22.7 / 20.4-22.6 against 20.9-23.2 / 21.2-22.8. On an
-  H100 with 8 rows (session 19): int8 3 stages 27.6 / 23.6 / 24.7 us against 4 stages 27.7
-  / 24.4 / 25.2; fp8 32 x 256 27.4 / 24.0 / 24.7 against 64 x 128 28.4 / 26.3 / 26.5
-  (a plain read of the int8 bytes: 24.5 / 22.0 / 22.3).
-- ROWS (a tile key): the rows x is padded to, 16, or 8 at M <= 8 where ``rows8`` (on NVIDIA
-  and the interpreter; AMD has no n = 8 MMA): half the MMAs, x loads and x and accumulator
-  registers of 16 (sm90: int4's loop 393 -> 342 instructions, 168 -> 128 registers; int8
-  473 -> 399, 112 -> 80). The same bits as 16 rows (tests/kernels/test_decode_mma.py, on an
-  H100). H100 graph replays, 16 -> 8 rows at M 1 (``python -m bench.decode_rows``, session
-  19): int4 21.3 / 19.5 / 19.2 -> 20.2 / 18.6 / 18.4 us, int8 28.6 / 26.1 / 26.0 -> 28.0 /
-  24.5 / 25.4, fp8 28.8 / 26.8 / 26.8 -> 28.9 / 26.0 / 26.2, W4A8 24.9 / 23.4 / 22.7 ->
-  24.0 / 22.1 / 21.9, MX fp4 24.5 / 22.2 / 22.6 -> 23.0 / 20.8 / 21.5; MX fp8 36.2 / 33.1 /
-  32.5 -> 38.2 / 33.2 / 32.9 (slower: stays at 16). per_sm 8 with 8 rows (int4 fits eight
-  programs an SM): 20.7 / 18.2 / 18.8, no better overall."""
-
-
-TILED_TILE = {"PREF": False, "LOOP_STAGES": 3}
-"""int4 codes in tile order (aoq.formats.packing.tile_uint4): each step's 64 rows x 128 codes
-are one 4 KB run. Its scales and zero points (as packing.pack_zero_words: 32-bit loads,
-which cp.async can copy) go through Triton's pipeliner with the codes, two steps ahead,
-instead of PREF's one. H100, M = 1 (M = 16), K x N 8192^2 / 4096 x 14336 / 14336 x 4096,
-graph replays (``python -m bench.decode_rows``, session 20): row-major codes with PREF 20.3
-/ 18.3 / 18.5 us (23.2 / 20.7 / 20.9); tiled with PREF 18.4 / 17.2 / 17.3 (20.1 / 19.1 /
-19.3); tiled with this 17.5-17.6 / 16.3-16.4 / 16.4-16.7 (19.8-20.2 / 19.2-19.3 / 19.0);
-row-major with this 20.7 / 18.3 / 19.0 (within noise of PREF). 4 or 5 stages were slower
-(21.4, 24.8 at 8192^2 row-major)."""
-
-X_DTYPES = {
-    WeightFormat.UINT4: (torch.bfloat16, torch.float16),
-    WeightFormat.MX_FP4: (torch.bfloat16, torch.float16),
-    WeightFormat.MX_FP8: (torch.bfloat16, torch.float16),
-    WeightFormat.INT4_SYM: (torch.int8,),
-    WeightFormat.INT8: (torch.bfloat16, torch.float16),
-    WeightFormat.FP8: (torch.bfloat16, torch.float16),
-}
-"""Activation dtypes per weight format (others: bf16 only). int4's q - z are exact in fp16
-too, made by their own PTX (bf16_codes: fp16 1024.0 in place of bf16 128.0): the float code
-path cost 58-67 % more than the PTX at M1 (bench/NOTES.md session 25), and fp16 ran the FMA
-decode before (4096^2 M1: 10.4 us against bf16's 7.1, run a858d0). Per-channel int8 and
-e4m3 codes are exact in fp16 as in bf16, and their float code path (fp16 x takes it: the PTX
-makes bf16) cost nothing at M1 on an H100: int8 27.1 / 23.6 / 24.2 us with PTX, 27.0 / 23.5
-/ 24.2 with the float path, fp8 26.9 / 24.1 / 24.3 against 26.7 / 24.2 / 24.1 (8192^2 /
-4096 x 14336 / 14336 x 4096, bf16 x, session 25), where fp16 ran the FMA decode before
-(4096^2 M1: int8wo 10.8 us against bf16's 9.5, fp8wo 10.0 against 9.4, run a858d0). MX fp4
-and fp8 with fp16 x: their PTX's values as float32, rounded once to fp16 (bf16_codes), the
-emulated path's fp16 weights; before, the FMA decode (MX fp8 at 4096^2 M1: 22.6 us, 0.77x
-fp16 F.linear, run a858d0)."""
-
-MX_FORMATS = (WeightFormat.MX_FP4, WeightFormat.MX_FP8)
+FP6_FORMATS = (WeightFormat.MX_FP6_E3M2, WeightFormat.MX_FP6_E2M3)
+MX_FORMATS = (WeightFormat.MX_FP4, WeightFormat.MX_FP8, *FP6_FORMATS)
+FP6_STEP = 64
+"""MX fp6's K step is a multiple of 64 codes (decode_mma_fp6.py: four units, one MMA's K)."""
 BIG_MODE = {0: 0, 2: 1, 1: 2}
 """MX fp4's BIG flag's length -> the kernel's BIG (aoq.tensors.mx.big_scale_flag): [0] no
 block scale above 2**1, [2] some, [1] the answer on the device."""
@@ -270,7 +194,8 @@ def serves(
     conversion is assembly, and the interpreter). int4 scales [N, G] (and zero points, with
     the same strides) row-major or group-major. MX fp4 / fp8: blocks of 32..256 (their
     E8M0 bytes as the scale) and the weight's int32 BIG flag as ``zero``
-    (aoq.tensors.mx.big_scale_flag: its length says whether the host knows its value)."""
+    (aoq.tensors.mx.big_scale_flag: its length says whether the host knows its value); MX
+    fp6 also K a multiple of FP6_STEP and 4-byte aligned codes."""
     mx = wfmt in MX_FORMATS
     if scale is not None and scale.dim() == 2 and scale.shape[1] > 1:
         if scale.stride() not in ((scale.shape[1], 1), (1, scale.shape[0])):
@@ -292,6 +217,8 @@ def serves(
     if tiled:  # int4 weight-only codes in tile_uint4's order
         gs = k // groups if k % groups == 0 else 0
         return wfmt is WeightFormat.UINT4 and gs >= 32 and tiles_uint4(qdata.shape[0], k, gs)
+    if wfmt in FP6_FORMATS and (k % FP6_STEP or qdata.data_ptr() % 4):
+        return False
     if wfmt in (WeightFormat.UINT4, WeightFormat.INT4_SYM) or mx:
         return k // groups in (32, 64, 128, 256) and k % groups == 0
     if wfmt is WeightFormat.FP8:
@@ -369,7 +296,7 @@ def decode_mma(
         )
     per_channel = wfmt in (WeightFormat.INT8, WeightFormat.FP8)
     gs = 16 if per_channel else k // groups
-    bk = splitk.k_step(k, gs, want)
+    bk = splitk.k_step(k, FP6_STEP if wfmt in FP6_FORMATS else gs, want)
     cfg["PREF"] = cfg.get("PREF", False) and bk // gs in (1, 2, 4)
     n_prog = triton.cdiv(n, bn)
     p = splitk.plan(y, backend, n_prog, k, bk, split, per_sm=per_sm, exact=exact)

@@ -39,7 +39,12 @@ from aoq.formats.nvfp4 import NVFP4_BLOCK, nvfp4_dequantize
 from aoq.formats.packing import unpack_uint4
 
 FP4 = WeightFormat.MX_FP4
-DECODE_MMA_FORMATS = {MXElem.FP4_E2M1: FP4, MXElem.FP8_E4M3: WeightFormat.MX_FP8}
+DECODE_MMA_FORMATS = {
+    MXElem.FP4_E2M1: FP4,
+    MXElem.FP8_E4M3: WeightFormat.MX_FP8,
+    MXElem.FP6_E3M2: WeightFormat.MX_FP6_E3M2,
+    MXElem.FP6_E2M3: WeightFormat.MX_FP6_E2M3,
+}
 """MX elements decode_mma serves, with bf16 or fp16 activations (its bf16-pair decode; fp16
 rounds its pairs' values once more, as the emulated path's cast)."""
 ROW_CHUNK = tl.constexpr(2048)
@@ -164,6 +169,27 @@ def serves(x: torch.Tensor, qdata: torch.Tensor, block_size: int) -> str | None:
     return None
 
 
+def fp6_refusal(
+    x: torch.Tensor,
+    qdata: torch.Tensor,
+    gm: torch.Tensor | None,
+    flag: torch.Tensor | None,
+    block_size: int,
+    elem: MXElem,
+) -> str | None:
+    """None when decode_mma's fp6 loop takes the call (bf16 / fp16 x on CUDA, the weight's
+    group-major bytes ``gm`` and BIG flag, K a multiple of 64), else why not. fp6 codes have
+    no other fast decode: this kernel's own tile would be slower than the emulated path
+    (dispatch.py), which then serves the call as a recorded fallback."""
+    k = x.shape[1]
+    if gm is None or flag is None:
+        return "MX fp6: no group-major scale bytes (the bf16-pair decode is CUDA's, bf16 / fp16 x)"
+    wfmt = DECODE_MMA_FORMATS[elem]
+    if not dm.serves(x, qdata, k // block_size, wfmt, gm, flag):
+        return f"MX fp6: decode_mma does not serve K={k}, {x.dtype} x (K a multiple of 64)"
+    return None
+
+
 def mx_decode_triton(
     x: torch.Tensor,
     qdata: torch.Tensor,
@@ -183,9 +209,10 @@ def mx_decode_triton(
     elem fp4_e2m1. ``split`` forces the split-K (tests).
 
     ``big_scales`` (aoq.tensors.mx.big_scale_flag; ``scale`` then its group-major bytes, a
-    view with strides (1, N)): bf16 or fp16 x and fp4 or fp8 e4m3 codes go to decode_mma's
-    bf16-pair decode (WFMT 4 and 5: the same weights, in about half the time, bench/NOTES.md
-    sessions 16 and 17); anything it does not serve reads the bytes row-major here.
+    view with strides (1, N)): bf16 or fp16 x and fp4, fp6 or fp8 e4m3 codes go to
+    decode_mma's bf16-pair decode (WFMT 4 to 7: the same weights, in about half the time,
+    bench/NOTES.md sessions 16, 17 and 31); anything it does not serve reads the bytes
+    row-major here (fp6 too, though the dispatch keeps it off: :func:`fp6_refusal`).
 
     ``one_row`` (x one row): the kernel quantize-dequantizes x itself (XQDQ), in one launch,
     to the values of the activation kernel: MX weights name the activation's scale rounding

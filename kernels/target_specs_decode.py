@@ -20,8 +20,8 @@ def decode_mma(
     **over: Any,
 ) -> Spec:
     """kernels/decode_mma.py; its bf16-pair assembly is NVIDIA PTX (AMD runs the float path).
-    WFMT 3 is W4A8: int8 activations with zero points, symmetric int4 weights; 4 MX fp4
-    weights (E8M0 bytes, the BIG flag as z_ptr). ``rows``: x's padding (tile ROWS);
+    WFMT 3 is W4A8: int8 activations with zero points, symmetric int4 weights; 4 to 7 MX
+    weights (fp4, fp8 e4m3, fp6 e3m2 / e2m3: E8M0 bytes, the BIG flag as z_ptr). ``rows``: x's padding (tile ROWS);
     ``tiled``: int4 codes in tile order with zero points as words (decode_mma.TILED_TILE);
     ``fp16``: fp16 activations (int4, MX: their fp16 PTX; per-channel int8 / e4m3: the float
     path, except e4m3 on sm80: decode_mma.ptx_codes)."""
@@ -74,6 +74,9 @@ def decode_mma_specs(target: str) -> list[Spec]:
         decode_mma("w4a8.decode_mma_imma", 3, 32, 64, target, XZ=False, IMMA=True),
         decode_mma("mxwo_fp4.decode_mma", 4, 32, 64, target),
         decode_mma("mxwo_fp8.decode_mma", 5, 32, 128, target),
+        # MX fp6 (decode_mma_fp6.py): e3m2 and e2m3, four blocks a step
+        decode_mma("mxwo_fp6_e3m2.decode_mma", 6, 32, 128, target),
+        decode_mma("mx_fp6_e2m3.decode_mma", 7, 32, 128, target),
         # fp8 decode_mma serves CUDA only (ROCm keeps the FMA decode below)
         *([decode_mma("fp8wo.decode_mma", 2, 16, 256, target)] if target.startswith("sm") else []),
         # fp16 activations (decode_mma.X_DTYPES): int4 and MX (their fp16 PTX), per-channel
@@ -81,6 +84,7 @@ def decode_mma_specs(target: str) -> list[Spec]:
         decode_mma("int4wo.decode_mma_fp16", 1, 128, 128, target, fp16=True),
         decode_mma("mxwo_fp4.decode_mma_fp16", 4, 32, 64, target, fp16=True),
         decode_mma("mxwo_fp8.decode_mma_fp16", 5, 32, 128, target, fp16=True),
+        decode_mma("mxwo_fp6_e3m2.decode_mma_fp16", 6, 32, 128, target, fp16=True),
         decode_mma("int4wo.decode_mma_tiled_fp16", 1, 128, 128, target, tiled=True, fp16=True),
         decode_mma("int8wo.decode_mma_fp16", 0, 16, 256, target, fp16=True),
         *(
@@ -96,6 +100,7 @@ def decode_mma_specs(target: str) -> list[Spec]:
             ]
             + [decode_mma("w4a8.decode_mma_imma_m8", 3, 32, 64, target, 8, XZ=False, IMMA=True)]
             + [decode_mma("int4wo.decode_mma_tiled_m8", 1, 128, 128, target, 8, tiled=True)]
+            + [decode_mma("mxwo_fp6_e3m2.decode_mma_m8", 6, 32, 128, target, 8)]
             if target.startswith("sm")
             else []
         ),  # fmt: skip

@@ -54,7 +54,11 @@ except ImportError:
 
 E8M0 = torch.float8_e8m0fnu
 DECODE_MMA_BLOCKS = (32, 64, 128, 256)
-"""Block sizes the bf16 decode kernel takes (kernels/decode_mma.serves, MX_FP4 and MX_FP8)."""
+"""Block sizes the bf16 decode kernel takes (kernels/decode_mma.serves, its MX formats)."""
+BIG_LIMIT = {MXElem.FP4_E2M1: 128, MXElem.FP8_E4M3: 134, MXElem.FP6_E3M2: 130,
+             MXElem.FP6_E2M3: 128}  # fmt: skip
+"""Elements the bf16 decode kernel takes, with the largest E8M0 byte its one multiply holds
+(kernels/bf16_codes.py, kernels/fp6_codes.py: 2**(b - bias) a bf16)."""
 
 
 def big_scale_flag(scale_bytes: Tensor, limit: int = 128) -> Tensor:
@@ -223,27 +227,27 @@ class MXWeight(MXTensor, QuantizedWeight):
         return Scheme.MX_WEIGHT_ONLY if self.act is ActQuant.NONE else Scheme.MX_MX
 
     def build_derived(self) -> dict[str, Tensor]:
-        """CUDA, fp4 or fp8 e4m3 elements in blocks of 32..256: the E8M0 bytes group-major,
-        [G, N] (``scale_gm``), and ``big_scales`` (:func:`big_scale_flag`): the bf16 decode
-        kernel (kernels/decode_mma.py, WFMT 4 and 5) reads a block's bytes for a tile of rows
-        in one coalesced load, and takes its one-multiply path when no byte is above 128
-        (fp8: 134). One byte a block of 32 beside its 16 (fp8: 32) bytes of codes (+6 %, +3 %
-        of the weight's memory)."""
+        """CUDA, fp4, fp6 or fp8 e4m3 elements in blocks of 32..256: the E8M0 bytes
+        group-major, [G, N] (``scale_gm``), and ``big_scales`` (:func:`big_scale_flag`): the
+        bf16 decode kernel (kernels/decode_mma.py, WFMT 4 to 7) reads a block's bytes for a
+        tile of rows in one coalesced load, and takes its one-multiply path when no byte is
+        above BIG_LIMIT's. One byte a block of 32 beside its 16 (fp6: 24, fp8: 32) bytes of
+        codes (+6 %, +4 %, +3 % of the weight's memory)."""
         if (
             self.qdata.device.type != "cuda"
-            or self.elem not in (MXElem.FP4_E2M1, MXElem.FP8_E4M3)
+            or self.elem not in BIG_LIMIT
             or self.block_size not in DECODE_MMA_BLOCKS
         ):
             return {}
         s = self.scale.view(torch.uint8)
-        limit = 128
-        if self.elem is MXElem.FP8_E4M3:
-            # the kernel's fp8 placement makes NaN codes finite: such weights (and any the
-            # host may not look at now) stay on the generic kernel
-            if not _may_look(self.qdata) or bool(((self.qdata & 0x7F) == 0x7F).any()):
-                return {}
-            limit = 134
-        return {"scale_gm": s.t().contiguous(), "big_scales": big_scale_flag(s, limit)}
+        # the kernel's fp8 placement makes NaN codes finite: such weights (and any the host
+        # may not look at now) stay on the generic kernel
+        if self.elem is MXElem.FP8_E4M3 and (
+            not _may_look(self.qdata) or bool(((self.qdata & 0x7F) == 0x7F).any())
+        ):
+            return {}
+        flag = big_scale_flag(s, BIG_LIMIT[self.elem])
+        return {"scale_gm": s.t().contiguous(), "big_scales": flag}
 
     @property
     def dispatch_variant(self) -> str | None:

@@ -1,6 +1,6 @@
 """The GPU and interpreter decode entries of the MX and NVFP4 schemes (kernels/mx_decode.py,
-and kernels/decode_mma.py's bf16-pair decode for MX fp4 and fp8 e4m3 with bf16 or fp16
-activations on CUDA); the other schemes' entries,
+and kernels/decode_mma.py's bf16-pair decode for MX fp4, fp6 and fp8 e4m3 with bf16 or fp16
+activations on CUDA; fp6 runs nothing else: the check refuses it there); the other schemes' entries,
 and the helpers these share, are in triton_linear.py."""
 
 from __future__ import annotations
@@ -20,7 +20,16 @@ from aoq.tensors.triton_linear import _call, _common, _k, _one_row_pays, _traced
 
 def _mx_decode_check(x: torch.Tensor, w: MXWeight | NVFP4Tensor, bias: Any) -> str | None:
     bs = w.block_size if isinstance(w, MXWeight) else 16
-    return _common(x, w) or _k.mx_decode.serves(x, w.qdata, bs)
+    why = _common(x, w) or _k.mx_decode.serves(x, w.qdata, bs)
+    if why is None and _fp6(w):  # fp6 runs only decode_mma's loop (mx_decode.fp6_refusal)
+        d = w.derived() if x.dtype in (torch.bfloat16, torch.float16) else {}
+        gm = d["scale_gm"].t() if "scale_gm" in d else None
+        why = _k.mx_decode.fp6_refusal(x, w.qdata, gm, d.get("big_scales"), bs, w.elem)
+    return why
+
+
+def _fp6(w: MXWeight | NVFP4Tensor) -> bool:
+    return isinstance(w, MXWeight) and w.elem.spec.bits == 6
 
 
 def _mx_decode(x: torch.Tensor, w: MXWeight | NVFP4Tensor, bias: Any) -> torch.Tensor:
@@ -35,7 +44,7 @@ def _mx_decode(x: torch.Tensor, w: MXWeight | NVFP4Tensor, bias: Any) -> torch.T
     else:
         elem, bs, ts, rule = w.elem, w.block_size, None, w.scale_rounding.value
     if w.act in (ActQuant.NVFP4_DYNAMIC, ActQuant.MX_DYNAMIC):
-        if not _traced(x, w.qdata) and _one_row_pays(x, w):
+        if not _traced(x, w.qdata) and _one_row_pays(x, w) and not _fp6(w):
             # eager M = 1, a small weight: the decode kernel rounds x itself (one launch,
             # the same bits); rule: the activation's MX scale rounding, or "nvfp4"
             return _k.mx_decode.mx_decode_triton(x, w.qdata, scale, ts, elem.value, bs, fb,
@@ -47,7 +56,7 @@ def _mx_decode(x: torch.Tensor, w: MXWeight | NVFP4Tensor, bias: Any) -> torch.T
             x = _call("mx_qdq", qdq, x, elem.value, bs, 1, rule)
     half = x.dtype in (torch.bfloat16, torch.float16)
     d = w.derived() if isinstance(w, MXWeight) and half else {}
-    if "big_scales" in d:  # fp4 / fp8 e4m3 on CUDA: the bf16-pair decode (kernels/decode_mma.py)
+    if "big_scales" in d:  # fp4 / fp6 / fp8 e4m3 on CUDA: the bf16-pair decode (decode_mma.py)
         gm, flag = d["scale_gm"].t(), d["big_scales"]
         return _call("mx_decode", _mx_decode_bf16,
                      x, w.qdata, gm, ts, elem.value, bs, fb, flag)  # fmt: skip

@@ -8,19 +8,15 @@ inline assembly)."""
 
 import pytest
 import torch
+from _mx_cases import DEV, GPU, NEEDS_KERNELS, OUT, out_dtype, same
 from aoq.kernels import decode_mma as dm
-from aoq.kernels._common import INTERPRET, WeightFormat
+from aoq.kernels._common import WeightFormat
 
 from aoq.formats.mx import MXElem, mx_dequantize, mx_quantize, pack_mx_codes
 from aoq.tensors.mx import big_scale_flag
 from aoq.testing.metrics import max_rel_error
 
-GPU = torch.cuda.is_available() and not INTERPRET
-pytestmark = pytest.mark.skipif(
-    not (INTERPRET or GPU), reason="needs TRITON_INTERPRET=1 before import, or a GPU"
-)
-DEV = "cuda" if GPU else "cpu"
-OUT = torch.bfloat16 if GPU else torch.float32  # the interpreter's kernels store float32
+pytestmark = NEEDS_KERNELS
 FP4 = WeightFormat.MX_FP4
 FP8 = WeightFormat.MX_FP8
 SMALL = [0, 1, 2, 60, 100, 126, 127, 128]
@@ -76,18 +72,6 @@ def _weight(n: int, k: int, bytes_: list[int], bs: int = 32, seed: int = 0, wfmt
     return pack_mx_codes(codes, elem).to(DEV), scale.to(DEV), want
 
 
-def _out(xdt: torch.dtype) -> torch.dtype:
-    """The output dtype of a test: x's on a GPU; float32 under the interpreter."""
-    return xdt if GPU else OUT
-
-
-def _same(got: torch.Tensor, want: torch.Tensor) -> bool:
-    """Equal values (infinities included), NaN where the reference is NaN."""
-    got, want = got.float().cpu(), want.to(got.dtype).float()
-    nan = want.isnan()
-    return torch.equal(got.isnan(), nan) and torch.equal(got[~nan], want[~nan])
-
-
 BYTES = {
     (FP4, False): SMALL, (FP4, True): SMALL + LARGE, (FP8, False): FP8_SMALL,
     (FP8, True): FP8_SMALL + FP8_LARGE,
@@ -116,10 +100,10 @@ def test_one_hot_is_each_emulated_weight_exactly(wfmt, big, group_major, host, x
     for k0 in range(0, k, 16):
         x = torch.zeros(16, k, dtype=xdt, device=DEV)
         x[torch.arange(16), k0 + torch.arange(16)] = 1.0
-        y = torch.empty(16, n, dtype=_out(xdt), device=DEV)
+        y = torch.empty(16, n, dtype=out_dtype(xdt), device=DEV)
         assert dm.serves(x, q, k // 32, wfmt, sc, flag)
         dm.decode_mma(x, q, sc, flag, None, y, k // 32, wfmt, None)
-        assert _same(y, x.float().cpu() @ want.T), k0
+        assert same(y, x.float().cpu() @ want.T), k0
         if k0 == 0 and big:  # (in fp16 more of row 1 overflows: 0 * inf makes y[3, 1] NaN)
             assert y[0, 2].isnan() and (xdt != torch.bfloat16 or y[3, 1].item() == float("inf"))
 
@@ -143,7 +127,7 @@ def test_matches_emulated_matmul(m, split, tile, wfmt, xdt):
     want = x.float() @ w.T + bias.float()
     q, s = pack_mx_codes(codes, elem).to(DEV), scale.to(DEV)
     sg = s.t().contiguous().t()
-    y = torch.empty(m, n, dtype=_out(xdt), device=DEV)
+    y = torch.empty(m, n, dtype=out_dtype(xdt), device=DEV)
     flag = _flag(s, wfmt=wfmt)
     dm.decode_mma(x.to(DEV), q, sg, flag, bias.to(DEV), y, k // 32, wfmt, split, tile=tile)
     assert max_rel_error(want, y.float().cpu()) < 4e-3

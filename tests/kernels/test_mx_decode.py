@@ -173,8 +173,10 @@ def test_launcher_checks_shapes():
 
 @pytest.mark.parametrize("backend", ["cuda", "rocm", "interpret"])
 def test_dispatch_rows(backend):
-    """Decode band: the MX decode kernel; past it, for float32 activations and for fp6
-    codes at any M, the emulated path (dequantize, then the BLAS matmul), as intended."""
+    """Decode band: the MX decode kernel, then the emulated path where it refuses a call (a
+    recorded fallback); past it and for float32 activations the emulated path (dequantize,
+    then the BLAS matmul), as intended. fp6 codes: the same on CUDA (decode_mma's fp6 loop),
+    the emulated path at any M elsewhere."""
     platform = dispatch.Platform(dispatch.Backend(backend), "sm90" if backend == "cuda" else "x")
     rows = {
         dispatch.Scheme.MX_WEIGHT_ONLY: ("triton.mxwo.decode", "emulated.mx_dequant_mm"),
@@ -183,11 +185,13 @@ def test_dispatch_rows(backend):
         dispatch.Scheme.NVFP4_NVFP4: ("triton.nvfp4.decode", "emulated.nvfp4_qdq_mm"),
     }
     for scheme, (decode, emulated) in rows.items():
-        assert dispatch.candidates(scheme, platform, 16, torch.bfloat16) == (decode,)
+        assert dispatch.candidates(scheme, platform, 16, torch.bfloat16) == (decode, emulated)
         assert dispatch.candidates(scheme, platform, 17, torch.bfloat16) == (emulated,)
         assert dispatch.candidates(scheme, platform, 1, torch.float32) == (emulated,)
-        if scheme.value.startswith("mx"):  # fp6 codes: emulated at any M
-            assert dispatch.candidates(scheme, platform, 1, torch.bfloat16, "fp6") == (emulated,)
+        if scheme.value.startswith("mx"):
+            fp6 = dispatch.candidates(scheme, platform, 1, torch.bfloat16, "fp6")
+            assert fp6 == ((decode, emulated) if backend == "cuda" else (emulated,))
+            assert dispatch.candidates(scheme, platform, 1, torch.float32, "fp6") == (emulated,)
 
 
 def test_mx_weights_name_their_variant():

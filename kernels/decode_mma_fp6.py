@@ -1,0 +1,121 @@
+"""decode_mma.py's main loop for MX fp6 weights (WFMT 6 e3m2, 7 e2m3): four codes in three
+bytes, read in place (no derived copy of the codes) and multiplied on the matrix units.
+
+Triton's tiles have power-of-two sides, and a row's codes come in 12-byte units of 16. So a
+step of C units (BLOCK_K = 16 C codes, C >= 16: one MMA's K) loads its words as three planes
+[BLOCK_N, C] of int32 (plane t: word t of each unit; three 4-byte loads, 12 bytes apart,
+which the pipeliner copies with cp.async), and kernels/fp6_codes.py turns them into 16
+tensors of the planes' shape, code position i of every unit. Each meets x's columns
+16 j + i (j < C): 16 MMAs of K = C a step, the weights as operand A (WT), with no code moved
+between threads. The step's E8M0 bytes (one per unit: its block's) come group-major, a step
+ahead (PREF, as MX fp4's), and the block's power of two is in the weights' values, so the
+float32 accumulator needs no per-block scaling.
+
+Why: fp6 ran the emulated path at decode, dequantize to bf16 then the BLAS GEMV, 0.27x bf16
+F.linear at M = 1 (H100 run 0936fc: 178.7 us at 8192^2), and the generic MX decode kernel's
+fp6 tile (byte loads three apart, float32 values) was slower still (H200, session 10: 290 us
+against the emulated 164).
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+from aoq.kernels._common import mma
+from aoq.kernels.fp6_codes import fp6_codes
+
+
+@triton.jit
+def _step_scales(s_rows, nmask, k0, k_hi, stride_sg, BS: tl.constexpr, NB: tl.constexpr):
+    """The E8M0 bytes [BLOCK_N] of the NB blocks of the step at k0 (zeros from k_hi on), as
+    int32; a step of fewer than four blocks repeats its first (nothing reads the copies)."""
+    m = nmask & (k0 < k_hi)
+    g = k0 // BS * stride_sg
+    s0 = tl.load(s_rows + g, mask=m, other=0).to(tl.int32)
+    s1, s2, s3 = s0, s0, s0
+    if NB > 1:
+        s1 = tl.load(s_rows + g + stride_sg, mask=m, other=0).to(tl.int32)
+    if NB > 2:
+        s2 = tl.load(s_rows + g + 2 * stride_sg, mask=m, other=0).to(tl.int32)
+        s3 = tl.load(s_rows + g + 3 * stride_sg, mask=m, other=0).to(tl.int32)
+    return s0, s1, s2, s3
+
+
+@triton.jit
+def _column_scales(s0, s1, s2, s3, blk, NB: tl.constexpr):
+    """Each column's block byte [BLOCK_N, 4 C] from the step's NB block vectors (``blk``:
+    each column's block in the step): broadcasts and NB - 1 selects, which keep the layout
+    of the codes (a gathered 2-D load of the bytes would impose its own, and Triton would
+    then move every decoded weight through shared memory to the MMA's)."""
+    R: tl.constexpr = s0.shape[0]
+    W: tl.constexpr = blk.shape[0]
+    if NB == 1:
+        sb = tl.broadcast_to(s0[:, None], (R, W))
+    else:
+        if NB == 2:
+            v = tl.join(s0, s1)  # [R, 2]: block b at [:, b]
+        else:
+            v = tl.reshape(tl.join(tl.join(s0, s2), tl.join(s1, s3)), (R, 4))
+        sb = tl.reshape(tl.broadcast_to(v[:, :, None], (R, NB, W // NB)), (R, W))
+    return sb
+
+
+@triton.jit
+def _steps(acc_t, xrows, wrow, s_rows, nmask, mmask, k_lo, k_hi, stride_sg,
+           E3M2: tl.constexpr, BS: tl.constexpr, BLOCK_K: tl.constexpr, ASM: tl.constexpr,
+           UPCAST: tl.constexpr, BIG: tl.constexpr, F16: tl.constexpr):  # fmt: skip
+    C4: tl.constexpr = BLOCK_K // 4  # four columns a unit
+    NB: tl.constexpr = max(BLOCK_K // BS, 1)
+    tl.static_assert(NB == 1 or NB == 2 or NB == 4, "fp6: 1, 2 or 4 blocks a step")
+    col = tl.arange(0, C4)
+    units = 16 * (col // 4)  # each column's unit, as its first code
+    blk = units // BS  # each column's block in the step
+    xcol = units + col % 4  # o_t's column c meets x's column 16 (c // 4) + 4 t + c % 4
+    bcol = 12 * (col // 4) + col % 4  # plane t's column c: byte 12 (c // 4) + 4 t + c % 4
+    n0, n1, n2, n3 = _step_scales(s_rows, nmask, k_lo, k_hi, stride_sg, BS, NB)
+    for k0 in range(k_lo, k_hi, BLOCK_K):
+        sb = _column_scales(n0, n1, n2, n3, blk, NB)
+        n0, n1, n2, n3 = _step_scales(s_rows, nmask, k0 + BLOCK_K, k_hi, stride_sg, BS, NB)
+        wp = wrow + (k0 // 16 * 12 + bcol)[None, :]
+        b0 = tl.load(wp, mask=nmask[:, None], other=0)
+        b1 = tl.load(wp + 4, mask=nmask[:, None], other=0)
+        b2 = tl.load(wp + 8, mask=nmask[:, None], other=0)
+        o0, o1, o2, o3 = fp6_codes(b0, b1, b2, sb, E3M2, BIG, ASM, F16)
+        if not UPCAST:  # (AMD's float path: float32 values, rounded once to x's dtype)
+            xt: tl.constexpr = xrows.dtype.element_ty
+            o0, o1, o2, o3 = o0.to(xt), o1.to(xt), o2.to(xt), o3.to(xt)
+        xk = xrows + (k0 + xcol)[None, :]
+        x0 = tl.load(xk, mask=mmask[:, None], other=0.0)
+        x1 = tl.load(xk + 4, mask=mmask[:, None], other=0.0)
+        x2 = tl.load(xk + 8, mask=mmask[:, None], other=0.0)
+        x3 = tl.load(xk + 12, mask=mmask[:, None], other=0.0)
+        acc_t = mma(o0, tl.trans(x0), acc_t, UPCAST, "ieee")
+        acc_t = mma(o1, tl.trans(x1), acc_t, UPCAST, "ieee")
+        acc_t = mma(o2, tl.trans(x2), acc_t, UPCAST, "ieee")
+        acc_t = mma(o3, tl.trans(x3), acc_t, UPCAST, "ieee")
+    return acc_t
+
+
+@triton.jit
+def fp6_loop(acc_t, xrows, w_ptr, s_ptr, z_ptr, offs_n, nmask, mmask, k_lo, k_hi, stride_wn,
+             stride_sn, stride_sg, E3M2: tl.constexpr, BS: tl.constexpr,
+             BLOCK_K: tl.constexpr, ASM: tl.constexpr, UPCAST: tl.constexpr,
+             BIG: tl.constexpr):  # fmt: skip
+    """acc_t [BLOCK_N, ROWS] plus the products of K range [k_lo, k_hi) (multiples of
+    BLOCK_K): the codes at w_ptr (rows ``stride_wn`` bytes apart, a multiple of 4), their E8M0
+    bytes at s_ptr (strides stride_sn, stride_sg), BIG as decode_mma's (2: the int32 at z_ptr
+    says)."""
+    tl.static_assert(BLOCK_K % 64 == 0, "fp6: 4 C >= 16 (one MMA's K) a step")
+    F16: tl.constexpr = xrows.dtype.element_ty == tl.float16
+    wrow = w_ptr + (offs_n.to(tl.int64) * stride_wn)[:, None]
+    s_rows = s_ptr + offs_n.to(tl.int64) * stride_sn
+    big = BIG == 1
+    if BIG == 2:  # one uniform branch per program (decode_mma's MX flag)
+        big = tl.load(z_ptr) != 0
+    if big:
+        acc_t = _steps(acc_t, xrows, wrow, s_rows, nmask, mmask, k_lo, k_hi, stride_sg, E3M2,
+                       BS, BLOCK_K, ASM, UPCAST, True, F16)  # fmt: skip
+    else:
+        acc_t = _steps(acc_t, xrows, wrow, s_rows, nmask, mmask, k_lo, k_hi, stride_sg, E3M2,
+                       BS, BLOCK_K, ASM, UPCAST, False, F16)  # fmt: skip
+    return acc_t

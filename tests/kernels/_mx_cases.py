@@ -1,0 +1,26 @@
+"""What the MX decode_mma tests share (test_decode_mma_mx.py, test_decode_mma_fp6.py): where
+they run (TRITON_INTERPRET=1 before import, or a GPU), the output dtype there, and the
+comparison of a one-hot product with the emulated path's weights."""
+
+import pytest
+import torch
+from aoq.kernels._common import INTERPRET
+
+GPU = torch.cuda.is_available() and not INTERPRET
+NEEDS_KERNELS = pytest.mark.skipif(
+    not (INTERPRET or GPU), reason="needs TRITON_INTERPRET=1 before import, or a GPU"
+)
+DEV = "cuda" if GPU else "cpu"
+OUT = torch.bfloat16 if GPU else torch.float32  # the interpreter's kernels store float32
+
+
+def out_dtype(xdt: torch.dtype) -> torch.dtype:
+    """The output dtype of a test: x's on a GPU; float32 under the interpreter."""
+    return xdt if GPU else OUT
+
+
+def same(got: torch.Tensor, want: torch.Tensor) -> bool:
+    """Equal values (infinities included), NaN where the reference is NaN."""
+    got, want = got.float().cpu(), want.to(got.dtype).float()
+    nan = want.isnan()
+    return torch.equal(got.isnan(), nan) and torch.equal(got[~nan], want[~nan])
