@@ -60,7 +60,7 @@ VARIANTS: dict[str, list[dict[str, Any]]] = {
     "w4a8": [{"ROWS": 16}, {"IMMA": False}, {"ROWS": 16, "IMMA": False}, {"per_sm": 14}],
     "mxfp4": [{"ROWS": 16}, {"ROWS": 8, "per_sm": 12}],
     "mxfp8": [{"ROWS": 16}, {"ROWS": 8}],
-    "mxfp6": [{"ROWS": 16}, {"STEP_K": 64}],
+    "mxfp6": [{"ROWS": 16}, {"num_stages": 4}, {"per_sm": 12}],
     "mxfp6e2m3": [{"ROWS": 16}],
     "w4a8gemv": [{"PDL": True}, {"XQ": True}, {"SGM": True}],
     "w8a8act": [{"PDL": True}],

@@ -171,8 +171,10 @@ def _decode_mma_kernel(
 
 FP6_FORMATS = (WeightFormat.MX_FP6_E3M2, WeightFormat.MX_FP6_E2M3)
 MX_FORMATS = (WeightFormat.MX_FP4, WeightFormat.MX_FP8, *FP6_FORMATS)
-FP6_STEP = 64
-"""MX fp6's K step is a multiple of 64 codes (decode_mma_fp6.py: four units, one MMA's K)."""
+FP6_STEP = 128
+"""MX fp6's K step is a multiple of 128 codes (decode_mma_fp6.py: eight units a step). Steps
+of 64 (four units: one MMA's K of 16) came out wrong on an H100 while the interpreter agreed
+with the reference (session 31): Triton 3.6's layout for that K, not taken."""
 BIG_MODE = {0: 0, 2: 1, 1: 2}
 """MX fp4's BIG flag's length -> the kernel's BIG (aoq.tensors.mx.big_scale_flag): [0] no
 block scale above 2**1, [2] some, [1] the answer on the device."""

@@ -105,7 +105,7 @@ def fp6_loop(acc_t, xrows, w_ptr, s_ptr, z_ptr, offs_n, nmask, mmask, k_lo, k_hi
     BLOCK_K): the codes at w_ptr (rows ``stride_wn`` bytes apart, a multiple of 4), their E8M0
     bytes at s_ptr (strides stride_sn, stride_sg), BIG as decode_mma's (2: the int32 at z_ptr
     says)."""
-    tl.static_assert(BLOCK_K % 64 == 0, "fp6: 4 C >= 16 (one MMA's K) a step")
+    tl.static_assert(BLOCK_K % 128 == 0, "fp6: steps of 128 codes (decode_mma.FP6_STEP)")
     F16: tl.constexpr = xrows.dtype.element_ty == tl.float16
     wrow = w_ptr + (offs_n.to(tl.int64) * stride_wn)[:, None]
     s_rows = s_ptr + offs_n.to(tl.int64) * stride_sn

@@ -21,10 +21,10 @@ def decode_mma(
 ) -> Spec:
     """kernels/decode_mma.py; its bf16-pair assembly is NVIDIA PTX (AMD runs the float path).
     WFMT 3 is W4A8: int8 activations with zero points, symmetric int4 weights; 4 to 7 MX
-    weights (fp4, fp8 e4m3, fp6 e3m2 / e2m3: E8M0 bytes, the BIG flag as z_ptr). ``rows``: x's padding (tile ROWS);
-    ``tiled``: int4 codes in tile order with zero points as words (decode_mma.TILED_TILE);
-    ``fp16``: fp16 activations (int4, MX: their fp16 PTX; per-channel int8 / e4m3: the float
-    path, except e4m3 on sm80: decode_mma.ptx_codes)."""
+    weights (fp4, fp8 e4m3, fp6 e3m2 / e2m3: E8M0 bytes, the BIG flag as z_ptr). ``rows``:
+    x's padding (tile ROWS); ``tiled``: int4 codes in tile order with zero points as words
+    (decode_mma.TILED_TILE); ``fp16``: fp16 activations (int4, MX: their fp16 PTX;
+    per-channel int8 / e4m3: the float path, except e4m3 on sm80: decode_mma.ptx_codes)."""
     from aoq.kernels._common import WeightFormat
     from aoq.kernels.decode_mma import TILE, TILED_TILE, ptx_codes
 

@@ -24,3 +24,16 @@ def same(got: torch.Tensor, want: torch.Tensor) -> bool:
     got, want = got.float().cpu(), want.to(got.dtype).float()
     nan = want.isnan()
     return torch.equal(got.isnan(), nan) and torch.equal(got[~nan], want[~nan])
+
+
+def random_case(elem, n: int, k: int, m: int, xdt: torch.dtype, seed: int) -> tuple:
+    """A quantized random weight [n, k] in blocks of 32 and random activations [m, k] with a
+    bias -> (codes, E8M0 scale, x, bias, the emulated path's float32-accumulated product)."""
+    from aoq.formats.mx import mx_dequantize, mx_quantize
+
+    g = torch.Generator().manual_seed(seed)
+    codes, scale = mx_quantize(torch.randn(n, k, generator=g), elem, 32, 1)
+    w = mx_dequantize(codes, scale, elem, 32, 1, xdt).float()
+    x = torch.randn(m, k, generator=g).to(xdt)
+    bias = torch.randn(n, generator=g).to(xdt)
+    return codes, scale, x, bias, x.float() @ w.T + bias.float()

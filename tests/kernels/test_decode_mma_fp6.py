@@ -7,7 +7,7 @@ integer and float32 path) and on a GPU (the inline assembly)."""
 
 import pytest
 import torch
-from _mx_cases import DEV, NEEDS_KERNELS, OUT, out_dtype, same
+from _mx_cases import DEV, NEEDS_KERNELS, OUT, out_dtype, random_case, same
 from aoq.kernels import decode_mma as dm
 from aoq.kernels._common import WeightFormat
 
@@ -83,31 +83,26 @@ def test_one_hot_is_each_emulated_weight_exactly(wfmt, big, host, xdt):
             assert y[0, 5].isnan() and (xdt != torch.bfloat16 or y[3, 4].item() == float("inf"))
 
 
-@pytest.mark.parametrize(("m", "split", "step"), [(1, 1, 128), (5, 3, 64), (16, 3, 128)])
+@pytest.mark.parametrize(("m", "split"), [(1, 1), (5, 3), (16, 2)])
 @pytest.mark.parametrize("wfmt", [E3M2, E2M3], ids=IDS.get)
 @pytest.mark.parametrize("xdt", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
-def test_matches_emulated_matmul(m, split, step, wfmt, xdt):
+def test_matches_emulated_matmul(m, split, wfmt, xdt):
     """Random activations and a quantized random weight (unaligned N, a bias, K split in
-    ranges; steps of two and four blocks of 32): the emulated path's float32-accumulated
+    ranges; steps of four blocks of 32): the emulated path's float32-accumulated
     product, up to summation order and one rounding to x's dtype."""
     n, k = 130, 768
-    g = torch.Generator().manual_seed(m)
     elem = ELEMS[wfmt]
-    codes, scale = mx_quantize(torch.randn(n, k, generator=g), elem, 32, 1)
-    w = mx_dequantize(codes, scale, elem, 32, 1, xdt).float()
-    x = torch.randn(m, k, generator=g).to(xdt)
-    bias = torch.randn(n, generator=g).to(xdt)
-    want = x.float() @ w.T + bias.float()
+    codes, scale, x, bias, want = random_case(elem, n, k, m, xdt, m)
     q, s = pack_mx_codes(codes, elem).to(DEV), scale.view(torch.uint8).to(DEV)
     y = torch.empty(m, n, dtype=out_dtype(xdt), device=DEV)
     dm.decode_mma(x.to(DEV), q, s.t().contiguous().t(), _flag(s, wfmt), bias.to(DEV), y,
-                  k // 32, wfmt, split, tile={"STEP_K": step})  # fmt: skip
+                  k // 32, wfmt, split)  # fmt: skip
     assert max_rel_error(want, y.float().cpu()) < 4e-3
 
 
 @pytest.mark.parametrize("bs", [64, 128, 256])
 def test_larger_blocks(bs):
-    """Blocks of 64-256 codes: a step inside one block, or one block a step."""
+    """Blocks of 64-256 codes: two blocks a step, one, or a step inside one block."""
     n, k, elem = 40, 512, MXElem.FP6_E3M2
     g = torch.Generator().manual_seed(bs)
     codes, scale = mx_quantize(torch.randn(n, k, generator=g), elem, bs, 1)
@@ -131,4 +126,4 @@ def test_serves_what_it_computes():
     assert not dm.serves(x, q, 16, E3M2, s, flag)  # blocks of 16
     x96 = torch.zeros(1, 96, dtype=torch.bfloat16, device=DEV)
     q96, s96, _ = _weight(E3M2, 8, 96, SMALL[E3M2])
-    assert not dm.serves(x96, q96, 3, E3M2, s96, _flag(s96, E3M2))  # K not a multiple of 64
+    assert not dm.serves(x96, q96, 3, E3M2, s96, _flag(s96, E3M2))  # K not a multiple of 128

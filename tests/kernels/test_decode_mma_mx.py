@@ -8,11 +8,11 @@ inline assembly)."""
 
 import pytest
 import torch
-from _mx_cases import DEV, GPU, NEEDS_KERNELS, OUT, out_dtype, same
+from _mx_cases import DEV, GPU, NEEDS_KERNELS, OUT, out_dtype, random_case, same
 from aoq.kernels import decode_mma as dm
 from aoq.kernels._common import WeightFormat
 
-from aoq.formats.mx import MXElem, mx_dequantize, mx_quantize, pack_mx_codes
+from aoq.formats.mx import MXElem, mx_dequantize, pack_mx_codes
 from aoq.tensors.mx import big_scale_flag
 from aoq.testing.metrics import max_rel_error
 
@@ -118,13 +118,8 @@ def test_matches_emulated_matmul(m, split, tile, wfmt, xdt):
     ranges; steps of two and four blocks; either MMA orientation): the emulated path's
     float32-accumulated product, up to summation order and one rounding to x's dtype."""
     n, k = 130, 1024
-    g = torch.Generator().manual_seed(m)
     elem = ELEMS[wfmt]
-    codes, scale = mx_quantize(torch.randn(n, k, generator=g), elem, 32, 1)
-    w = mx_dequantize(codes, scale, elem, 32, 1, xdt).float()
-    x = torch.randn(m, k, generator=g).to(xdt)
-    bias = torch.randn(n, generator=g).to(xdt)
-    want = x.float() @ w.T + bias.float()
+    codes, scale, x, bias, want = random_case(elem, n, k, m, xdt, m)
     q, s = pack_mx_codes(codes, elem).to(DEV), scale.to(DEV)
     sg = s.t().contiguous().t()
     y = torch.empty(m, n, dtype=out_dtype(xdt), device=DEV)
