@@ -197,7 +197,8 @@ def serves(
     the same strides) row-major or group-major. MX fp4 / fp8: blocks of 32..256 (their
     E8M0 bytes as the scale) and the weight's int32 BIG flag as ``zero``
     (aoq.tensors.mx.big_scale_flag: its length says whether the host knows its value); MX
-    fp6 also K a multiple of FP6_STEP and 4-byte aligned codes."""
+    fp6 also K a multiple of FP6_STEP and codes 4-byte aligned in their storage (its offset:
+    a fake tensor under torch.compile has no address)."""
     mx = wfmt in MX_FORMATS
     if scale is not None and scale.dim() == 2 and scale.shape[1] > 1:
         if scale.stride() not in ((scale.shape[1], 1), (1, scale.shape[0])):
@@ -219,7 +220,7 @@ def serves(
     if tiled:  # int4 weight-only codes in tile_uint4's order
         gs = k // groups if k % groups == 0 else 0
         return wfmt is WeightFormat.UINT4 and gs >= 32 and tiles_uint4(qdata.shape[0], k, gs)
-    if wfmt in FP6_FORMATS and (k % FP6_STEP or qdata.data_ptr() % 4):
+    if wfmt in FP6_FORMATS and (k % FP6_STEP or qdata.storage_offset() % 4):
         return False
     if wfmt in (WeightFormat.UINT4, WeightFormat.INT4_SYM) or mx:
         return k // groups in (32, 64, 128, 256) and k % groups == 0
