@@ -2,17 +2,18 @@
 
 ``python -m bench.decode_rows [--out FILE.json]`` times, for M in {1, 8} and K x N in {8192 x
 8192, 4096 x 14336, 14336 x 4096}, each format decode_mma serves (int4-g128, int8, fp8, W4A8 g32
-on int8 codes, MX fp4, fp8 and fp6 e3m2 / e2m3) at its TILE and at the variants below, as CUDA-
-graph replays over 8 weight copies (past L2), against bf16 F.linear. Each variant's output is
-first checked against the TILE's on the GPU: bit for bit where only the padding changed, to 1e-2
-where the split did. Prints µs and the speedup over bf16 per case, beside the time a plain read
-of the weight's bytes takes (``read``: a grid-strided int32 sum, the floor of any kernel that
-reads them once), and writes every row to ``--out``. ``--extra`` adds variants (JSON, per
-format; beside TILE's keys, int4 takes ``ZW``: the zero points as 32-bit words, and ``TILED``:
-the codes in tile order, with ZW unless ``"ZW": false``, as Int4Tensor ships them; ``TILE_B`` /
-``TILE_R`` with it: other tiles, e.g. W4A8's one group a tile; int8 and fp8 take ``TILED`` too,
-a probe, with TILE_B at least their STEP_K, e.g. ``{"TILED": true, "TILE_B": 256, "TILE_R":
-32}`` for their 32 x 256 TILE), ``--no-defaults`` drops the ones below.
+on int8 codes, MX fp4, fp8 e4m3 / e5m2 and fp6 e3m2 / e2m3) at its TILE and at the variants
+below, as CUDA- graph replays over 8 weight copies (past L2), against bf16 F.linear. Each
+variant's output is first checked against the TILE's on the GPU: bit for bit where only the
+padding changed, to 1e-2 where the split did. Prints µs and the speedup over bf16 per case,
+beside the time a plain read of the weight's bytes takes (``read``: a grid-strided int32 sum,
+the floor of any kernel that reads them once), and writes every row to ``--out``. ``--extra``
+adds variants (JSON, per format; beside TILE's keys, int4 takes ``ZW``: the zero points as
+32-bit words, and ``TILED``: the codes in tile order, with ZW unless ``"ZW": false``, as
+Int4Tensor ships them; ``TILE_B`` / ``TILE_R`` with it: other tiles, e.g. W4A8's one group a
+tile; int8 and fp8 take ``TILED`` too, a probe, with TILE_B at least their STEP_K, e.g.
+``{"TILED": true, "TILE_B": 256, "TILE_R": 32}`` for their 32 x 256 TILE), ``--no-defaults``
+drops the ones below.
 int8 and fp8 also take ``GEMV`` (weight_only.tile_decode, its M = 1 register-tile GEMV, with
 its tile keys BLOCK_N, BLOCK_K, num_warps, num_stages, per_sm and the kernel's probe keys
 EVICT, UNROLL, EVEN), ``STATIC`` (kernels/gemv_static.py: a GEMV with K compiled in, served
@@ -62,6 +63,7 @@ VARIANTS: dict[str, list[dict[str, Any]]] = {
     "mxfp8": [{"ROWS": 16}, {"ROWS": 8}],
     "mxfp6": [{"ROWS": 16}, {"num_stages": 4}, {"per_sm": 12}],
     "mxfp6e2m3": [{"ROWS": 16}],
+    "mxfp8e5m2": [{"ROWS": 16}],
     "w4a8gemv": [{"PDL": True}, {"XQ": True}, {"SGM": True}],
     "w8a8act": [{"PDL": True}],
     "fp8act": [{"PDL": True}],
@@ -109,7 +111,7 @@ def _mx(elem_name: str, n: int, k: int, copies: int) -> list[tuple]:
     from aoq.tensors.mx import big_scale_flag
 
     elem = MXElem[elem_name]
-    limit = {MXElem.FP8_E4M3: 134, MXElem.FP6_E3M2: 130}.get(elem, 128)
+    limit = {MXElem.FP8_E4M3: 134, MXElem.FP6_E3M2: 130, MXElem.FP8_E5M2: 142}.get(elem, 128)
     out = []
     for _ in range(copies):
         codes, scale = mx_quantize(torch.randn(n, k, device="cuda"), elem, 32, 1)
@@ -125,7 +127,8 @@ def _case(fmt: str, n: int, k: int, copies: int) -> tuple[Any, list[tuple], int]
     if fmt.startswith("mx"):
         wf, elem = {"mxfp4": (W.MX_FP4, "FP4_E2M1"), "mxfp8": (W.MX_FP8, "FP8_E4M3"),
                     "mxfp6": (W.MX_FP6_E3M2, "FP6_E3M2"),
-                    "mxfp6e2m3": (W.MX_FP6_E2M3, "FP6_E2M3")}[fmt]  # fmt: skip
+                    "mxfp6e2m3": (W.MX_FP6_E2M3, "FP6_E2M3"),
+                    "mxfp8e5m2": (W.MX_FP8_E5M2, "FP8_E5M2")}[fmt]  # fmt: skip
         return wf, _mx(elem, n, k, copies), k // 32
     if fmt == "w4a8gemv":  # the GEMV reads row-major scales (SGM: a group-major copy)
         return W.INT4_SYM, weights("w4a8", n, k, copies), k // 32

@@ -76,6 +76,8 @@ class WeightFormat(enum.IntEnum):
     """MX fp6 e3m2 codes, four in three little-endian bytes [N, 3 K / 4]; E8M0 bytes [N, G]."""
     MX_FP6_E2M3 = 7
     """MX fp6 e2m3 codes, packed as MX_FP6_E3M2."""
+    MX_FP8_E5M2 = 8
+    """MX fp8 e5m2 codes [N, K] (uint8 bits); E8M0 scale bytes [N, G]."""
 
 
 def backend_of(device: torch.device) -> Backend:

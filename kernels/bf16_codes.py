@@ -39,7 +39,9 @@
   ``fma.rn.bf16x2`` by the block's 2**(b - 7) instead of 2**120: v * 2**(b - 127) rounded once,
   the emulated path's bf16 weight, for b <= 134 (``BIG``: a second multiply above, NaN for
   255). 2.5 instructions a code. The NaN codes would come out finite: a weight holding one is
-  not served (aoq.tensors.mx.MXWeight.build_derived).
+  not served (aoq.tensors.mx.MXWeight.build_derived). MX fp8 e5m2 (``WFMT`` 8): the same with
+  the code shifted one bit further (its five exponent bits), the bf16 of v * 2**-112, times
+  2**(b - 15), for b <= 142; its Inf and NaN codes are not served either.
 
 fp16 x (MX fp4 and fp8): the same placement, then each bf16 as a float32 (a shift or a mask),
 times 2**(b - c) in float32 (exact: float32 has bf16's exponent range; BIG's second multiply
@@ -105,17 +107,24 @@ lop3.b32 $1, $2, 0xF0F0F0F0, 0x80808080, 0x6a;
 """Four bytes ($2) -> 16 q of their low nibbles ($0) and of their high ones ($1), a byte
 each: (a & 0xF0) ^ 0x80 (lop3 table 0x6a)."""
 
-_FP8_HEAD = """
+
+def _fp8_head(e5m2: bool = False) -> str:
+    """Four float8 codes ($2) placed as the bf16 of v * 2**-120 (e4m3fn) or v * 2**-112
+    (e5m2: its exponent field one bit wider, shifted one further) in h0, h1; nz: -0.0."""
+    shift, mask = (5, "0x8FE08FE0") if e5m2 else (4, "0x87F087F0")
+    return f"""
 .reg .b32 h0, h1, p, q, nz;
 mov.b32 nz, 0x80008000;
 prmt.b32 h0, $2, 0, 0x9180;
 prmt.b32 h1, $2, 0, 0xB3A2;
-shl.b32 h0, h0, 4;
-shl.b32 h1, h1, 4;
-and.b32 h0, h0, 0x87F087F0;
-and.b32 h1, h1, 0x87F087F0;
+shl.b32 h0, h0, {shift};
+shl.b32 h1, h1, {shift};
+and.b32 h0, h0, {mask};
+and.b32 h1, h1, {mask};
 """
-"""Four float8 e4m3fn codes ($2) placed as the bf16 of v * 2**-120 (h0, h1; nz: -0.0)."""
+
+
+_FP8_HEAD = _fp8_head()
 _FP8_ONE = "fma.rn.bf16x2 $0, h0, p, nz;\nfma.rn.bf16x2 $1, h1, p, nz;\n"
 _FP8_ASM = tl.constexpr("{" + _FP8_HEAD + "mov.b32 p, 0x7B807B80;\n" + _FP8_ONE + "}")
 """Four float8 e4m3fn codes ($2) -> four bf16 (p: 2**120 in both halves)."""
@@ -201,30 +210,35 @@ def _fp4_asm(big: bool, f16: bool = False) -> str:
     return "{" + _FP4_HEAD + scale + "".join(pairs) + "}"
 
 
-def _mxfp8_asm(big: bool, f16: bool = False) -> str:
+def _mxfp8_asm(big: bool, f16: bool = False, e5m2: bool = False) -> str:
     """Four MX fp8 e4m3 codes ($2) -> four bf16 ($0 $1) times their block's 2**(b - 127)
     (its E8M0 byte $3): p = 2**(b - 7) where fp8's placement multiplies by 2**120;
-    ``f16``: four fp16."""
+    ``f16``: four fp16. ``e5m2``: p = 2**(b - 15) (its placement's 2**112), to b = 142."""
+    head = _fp8_head(e5m2)
+    limit, bias = (142, 15) if e5m2 else (134, 7)
     if f16:
-        scale = ".reg .b32 a0, a1;\n" + _mx_scale(big, 134, 7, "$3", "f32")
+        scale = ".reg .b32 a0, a1;\n" + _mx_scale(big, limit, bias, "$3", "f32")
         muls = _f16_pair("h0", "$0", big) + _f16_pair("h1", "$1", big)
-        return "{" + _FP8_HEAD + scale + "\n" + muls + "}"
+        return "{" + head + scale + "\n" + muls + "}"
     muls = _FP8_ONE
     if big:
         muls = "".join(
             f"fma.rn.bf16x2 h{i}, h{i}, p, nz;\nfma.rn.bf16x2 ${i}, h{i}, q, nz;\n" for i in (0, 1)
         )
-    return "{" + _FP8_HEAD + _mx_scale(big, 134, 7, "$3") + "\n" + muls + "}"
+    return "{" + head + _mx_scale(big, limit, bias, "$3") + "\n" + muls + "}"
 
 
 _FP4_ASM = tl.constexpr(_fp4_asm(False))
 _FP4_BIG_ASM = tl.constexpr(_fp4_asm(True))
-_MXFP8_ASM = tl.constexpr(_mxfp8_asm(False))
-_MXFP8_BIG_ASM = tl.constexpr(_mxfp8_asm(True))
 _FP4_F16_ASM = tl.constexpr(_fp4_asm(False, True))
 _FP4_F16_BIG_ASM = tl.constexpr(_fp4_asm(True, True))
-_MXFP8_F16_ASM = tl.constexpr(_mxfp8_asm(False, True))
-_MXFP8_F16_BIG_ASM = tl.constexpr(_mxfp8_asm(True, True))
+_MXFP8_ASMS = {(b, f, e): _mxfp8_asm(b, f, e) for b in (0, 1) for f in (0, 1) for e in (0, 1)}
+
+
+@triton.constexpr_function
+def _mxfp8_pick(big, f16, e5m2):
+    """_mxfp8_asm's PTX for these flags (built once, at import)."""
+    return _MXFP8_ASMS[int(big), int(f16), int(e5m2)]
 
 
 @triton.jit
@@ -313,28 +327,28 @@ def fp4_codes(b, sb, BIG: tl.constexpr, ASM: tl.constexpr, F16: tl.constexpr = F
 
 
 @triton.jit
-def mxfp8_codes(q, sb, BIG: tl.constexpr, ASM: tl.constexpr, F16: tl.constexpr = False):
-    """uint8 [R, C] MX fp8 e4m3 codes, int32 [R] E8M0 bytes of their block (BIG: some byte
-    of the weight is above 134) -> their values times 2**(b - 127): bf16 (F16: fp16) from the
-    assembly; float32 under the interpreter (the reference's values, exact; rounded to fp16
-    under F16)."""
+def mxfp8_codes(q, sb, BIG: tl.constexpr, ASM: tl.constexpr, F16: tl.constexpr = False,
+                E5M2: tl.constexpr = False):  # fmt: skip
+    """uint8 [R, C] MX fp8 e4m3 (E5M2: e5m2) codes, int32 [R] E8M0 bytes of their block
+    (BIG: some byte of the weight is above 134; e5m2: 142) -> their values times
+    2**(b - 127): bf16 (F16: fp16) from the assembly; float32 under the interpreter (the
+    reference's values, exact; rounded to fp16 under F16)."""
     sbb = tl.broadcast_to(sb[:, None], q.shape)
-    if ASM and F16:
+    if ASM:
         w = tl.inline_asm_elementwise(
-            _MXFP8_F16_BIG_ASM if BIG else _MXFP8_F16_ASM, "=r,=r,r,r,r,r,r", [q, sbb],
-            dtype=tl.float16, is_pure=True, pack=4,
+            _mxfp8_pick(BIG, F16, E5M2), "=r,=r,r,r,r,r,r", [q, sbb],
+            dtype=tl.float16 if F16 else tl.bfloat16, is_pure=True, pack=4,
         )  # fmt: skip
-    elif ASM:
-        w = tl.inline_asm_elementwise(
-            _MXFP8_BIG_ASM if BIG else _MXFP8_ASM, "=r,=r,r,r,r,r,r", [q, sbb],
-            dtype=tl.bfloat16, is_pure=True, pack=4,
-        )  # fmt: skip
-    elif F16:
-        w = elem_value(q.to(tl.int32), 4, 3, 7, 1) * e8m0_value(sb)[:, None]
-        w = w.to(tl.float16).to(tl.float32)
-    else:  # exact in float32, then onto bf16's subnormal grid (2**-133, nearest even) as
-        # the assembly's one rounding: adding 1.5 * 2**-110 (the sum's ulp 2**-133 for either
-        # sign) rounds, subtracting it is exact; larger values have no bits that fine
-        w = elem_value(q.to(tl.int32), 4, 3, 7, 1) * e8m0_value(sb)[:, None]
-        w = (w + 1.1555579666323415e-33) - 1.1555579666323415e-33
+    else:
+        if E5M2:
+            w = elem_value(q.to(tl.int32), 5, 2, 15, 2) * e8m0_value(sb)[:, None]
+        else:
+            w = elem_value(q.to(tl.int32), 4, 3, 7, 1) * e8m0_value(sb)[:, None]
+        if F16:
+            w = w.to(tl.float16).to(tl.float32)
+        else:  # exact in float32, then onto bf16's subnormal grid (2**-133, nearest even)
+            # as the assembly's one rounding: adding 1.5 * 2**-110 (the sum's ulp 2**-133
+            # for either sign) rounds, subtracting it is exact; larger values have no bits
+            # that fine
+            w = (w + 1.1555579666323415e-33) - 1.1555579666323415e-33
     return w

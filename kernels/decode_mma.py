@@ -78,9 +78,10 @@ def _decode_mma_kernel(
     fp8 (2): per-channel scales. XQ: x holds int8 codes (W4A8), less the row's zero point
     xz (XZ: asymmetric activations; -255..255), exact in bf16, so a group's products sum
     exactly in float32; scaled by xs per row (STATIC: one scalar) at the end. MX (WFMT 4
-    fp4, 5 fp8 e4m3, 6 fp6 e3m2, 7 fp6 e2m3): BIG 0 every block scale is at most 2**1
-    (fp8: 2**7, e3m2: 2**3; one multiply), 1 some is above (a second multiply), 2 the host
-    does not know: the int32 at z_ptr says. fp6: decode_mma_fp6.py's loop.
+    fp4, 5 fp8 e4m3, 6 fp6 e3m2, 7 fp6 e2m3, 8 fp8 e5m2): BIG 0 every block scale is at
+    most 2**1 (e4m3: 2**7, e3m2: 2**3, e5m2: 2**15; one multiply), 1 some is above (a
+    second multiply), 2 the host does not know: the int32 at z_ptr says. fp6:
+    decode_mma_fp6.py's loop.
     SPLIT_K > 1
     stores float32 partials, which the last program of the column tile (TAIL,
     splitk.finish) or splitk.reduce_partials sums, then applies int8's channel scale, xs
@@ -110,7 +111,7 @@ def _decode_mma_kernel(
         k_hi = K
     if PDL:
         gdc_wait()
-    if WFMT >= 6:  # MX fp6 (decode_mma_fp6.py): WT only
+    if WFMT == 6 or WFMT == 7:  # MX fp6 (decode_mma_fp6.py): WT only
         tl.static_assert(WT, "MX fp6: the weights are the MMA's A operand")
         acc_t = fp6_loop(acc_t, xrows, w_ptr, s_ptr, z_ptr, offs_n, nmask, mmask, k_lo, k_hi,
                          stride_wn, stride_sn, stride_sg, WFMT == 6, GROUP_SIZE, BLOCK_K, ASM,
@@ -119,7 +120,7 @@ def _decode_mma_kernel(
         wrows = (
             w_ptr
             + int4_rows(offs_n, stride_wn, K, TILED, TILE_B, TILE_R)[:, None]
-            + tl.arange(0, GROUP_SIZE // (1 if WFMT == 5 else 2))[None, :]
+            + tl.arange(0, GROUP_SIZE // (1 if WFMT == 5 or WFMT == 8 else 2))[None, :]
         )
         srow = offs_n.to(tl.int64) * stride_sn
         xz = tl.zeros((ROWS, 1), tl.int32)
@@ -170,7 +171,7 @@ def _decode_mma_kernel(
 
 
 FP6_FORMATS = (WeightFormat.MX_FP6_E3M2, WeightFormat.MX_FP6_E2M3)
-MX_FORMATS = (WeightFormat.MX_FP4, WeightFormat.MX_FP8, *FP6_FORMATS)
+MX_FORMATS = (WeightFormat.MX_FP4, WeightFormat.MX_FP8, *FP6_FORMATS, WeightFormat.MX_FP8_E5M2)
 FP6_STEP = 128
 """MX fp6's K step is a multiple of 128 codes (decode_mma_fp6.py: eight units a step). Steps
 of 64 (four units: one MMA's K of 16) came out wrong on an H100 while the interpreter agreed

@@ -179,9 +179,9 @@ def _group_steps(
                 xt = xt.to(tl.int32) - xz
             if XQ and not IMMA:  # (the interpreter's int8 -> bf16 conversion is not exact)
                 xt = xt.to(tl.float32 if UPCAST else tl.bfloat16)
-            if WFMT == 5:  # MX fp8: a byte a code, the block scale in the values
+            if WFMT == 5 or WFMT == 8:  # MX fp8: a byte a code, the block scale in the values
                 b = tl.load(wrows + kg, mask=nmask[:, None], other=0)
-                w = mxfp8_codes(b, s_cur, BIG, ASM, xt.dtype == tl.float16)
+                w = mxfp8_codes(b, s_cur, BIG, ASM, xt.dtype == tl.float16, WFMT == 8)
                 acc, acc_t = _weights_mma(acc, acc_t, w, xt, UPCAST, WT)
             else:
                 kb = kg // 2

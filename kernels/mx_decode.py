@@ -42,6 +42,7 @@ FP4 = WeightFormat.MX_FP4
 DECODE_MMA_FORMATS = {
     MXElem.FP4_E2M1: FP4,
     MXElem.FP8_E4M3: WeightFormat.MX_FP8,
+    MXElem.FP8_E5M2: WeightFormat.MX_FP8_E5M2,
     MXElem.FP6_E3M2: WeightFormat.MX_FP6_E3M2,
     MXElem.FP6_E2M3: WeightFormat.MX_FP6_E2M3,
 }

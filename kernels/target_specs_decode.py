@@ -74,6 +74,7 @@ def decode_mma_specs(target: str) -> list[Spec]:
         decode_mma("w4a8.decode_mma_imma", 3, 32, 64, target, XZ=False, IMMA=True),
         decode_mma("mxwo_fp4.decode_mma", 4, 32, 64, target),
         decode_mma("mxwo_fp8.decode_mma", 5, 32, 128, target),
+        decode_mma("mx_fp8_e5m2.decode_mma", 8, 32, 128, target),
         # MX fp6 (decode_mma_fp6.py): e3m2 and e2m3, four blocks a step
         decode_mma("mxwo_fp6_e3m2.decode_mma", 6, 32, 128, target),
         decode_mma("mx_fp6_e2m3.decode_mma", 7, 32, 128, target),

@@ -56,7 +56,7 @@ E8M0 = torch.float8_e8m0fnu
 DECODE_MMA_BLOCKS = (32, 64, 128, 256)
 """Block sizes the bf16 decode kernel takes (kernels/decode_mma.serves, its MX formats)."""
 BIG_LIMIT = {MXElem.FP4_E2M1: 128, MXElem.FP8_E4M3: 134, MXElem.FP6_E3M2: 130,
-             MXElem.FP6_E2M3: 128}  # fmt: skip
+             MXElem.FP6_E2M3: 128, MXElem.FP8_E5M2: 142}  # fmt: skip
 """Elements the bf16 decode kernel takes, with the largest E8M0 byte its one multiply holds
 (kernels/bf16_codes.py, kernels/fp6_codes.py: 2**(b - bias) a bf16)."""
 
@@ -227,7 +227,7 @@ class MXWeight(MXTensor, QuantizedWeight):
         return Scheme.MX_WEIGHT_ONLY if self.act is ActQuant.NONE else Scheme.MX_MX
 
     def build_derived(self) -> dict[str, Tensor]:
-        """CUDA, fp4, fp6 or fp8 e4m3 elements in blocks of 32..256: the E8M0 bytes
+        """CUDA, fp4, fp6 or fp8 (e4m3, e5m2) elements in blocks of 32..256: the E8M0 bytes
         group-major, [G, N] (``scale_gm``), and ``big_scales`` (:func:`big_scale_flag`): the
         bf16 decode kernel (kernels/decode_mma.py, WFMT 4 to 7) reads a block's bytes for a
         tile of rows in one coalesced load, and takes its one-multiply path when no byte is
@@ -240,10 +240,11 @@ class MXWeight(MXTensor, QuantizedWeight):
         ):
             return {}
         s = self.scale.view(torch.uint8)
-        # the kernel's fp8 placement makes NaN codes finite: such weights (and any the host
-        # may not look at now) stay on the generic kernel
-        if self.elem is MXElem.FP8_E4M3 and (
-            not _may_look(self.qdata) or bool(((self.qdata & 0x7F) == 0x7F).any())
+        # the kernel's fp8 placement makes NaN (e5m2: and Inf) codes finite: such weights
+        # (and any the host may not look at now) stay on the generic kernel
+        special = {MXElem.FP8_E4M3: 0x7F, MXElem.FP8_E5M2: 0x7C}.get(self.elem)
+        if special is not None and (
+            not _may_look(self.qdata) or bool(((self.qdata & special) == special).any())
         ):
             return {}
         flag = big_scale_flag(s, BIG_LIMIT[self.elem])

@@ -1,10 +1,9 @@
-"""kernels/decode_mma.py with MX fp4 and fp8 weights (WFMT 4, 5): the codes and their block's
-power of two assembled into bf16 pairs (kernels/bf16_codes.fp4_codes; fp16 x: those as float32,
-rounded once to fp16), checked against the emulated path's weights (aoq.formats.mx.mx_dequantize
-to x's dtype): bit for bit with one-hot
-activations, for every code and E8M0 byte, on both the one-multiply path and the BIG one
-(scales above 2**1, NaN). Under TRITON_INTERPRET=1 (the float path) and on a GPU (the
-inline assembly)."""
+"""kernels/decode_mma.py with MX fp4 and fp8 weights (WFMT 4, 5; e5m2 8): the codes and their
+block's power of two assembled into bf16 pairs (kernels/bf16_codes.fp4_codes; fp16 x: those as
+float32, rounded once to fp16), checked against the emulated path's weights
+(aoq.formats.mx.mx_dequantize to x's dtype): bit for bit with one-hot activations, for every
+code and E8M0 byte, on both the one-multiply path and the BIG one (scales above 2**1, NaN).
+Under TRITON_INTERPRET=1 (the float path) and on a GPU (the inline assembly)."""
 
 import pytest
 import torch
@@ -19,6 +18,7 @@ from aoq.testing.metrics import max_rel_error
 pytestmark = NEEDS_KERNELS
 FP4 = WeightFormat.MX_FP4
 FP8 = WeightFormat.MX_FP8
+E5M2 = WeightFormat.MX_FP8_E5M2
 SMALL = [0, 1, 2, 60, 100, 126, 127, 128]
 """E8M0 bytes whose 2**(b - 1) is a bf16: one multiply (fp4; fp8's limit is 134)."""
 LARGE = [129, 130, 200, 252]
@@ -26,8 +26,12 @@ LARGE = [129, 130, 200, 252]
 FP8_SMALL = [0, 1, 2, 60, 100, 127, 130, 134]
 FP8_LARGE = [135, 136, 200, 246]
 """fp8 e4m3: one multiply up to 134; every value finite up to 246 (448 * 2**119)."""
-ELEMS = {FP4: MXElem.FP4_E2M1, FP8: MXElem.FP8_E4M3}
-LIMIT = {FP4: 128, FP8: 134}
+E5M2_SMALL = [0, 1, 2, 60, 100, 127, 140, 142]
+E5M2_LARGE = [143, 150, 200, 239]
+"""fp8 e5m2: one multiply up to 142; every value finite up to 239 (57344 * 2**112)."""
+ELEMS = {FP4: MXElem.FP4_E2M1, FP8: MXElem.FP8_E4M3, E5M2: MXElem.FP8_E5M2}
+LIMIT = {FP4: 128, FP8: 134, E5M2: 142}
+FORMATS = pytest.mark.parametrize("wfmt", [FP4, FP8, E5M2], ids=["fp4", "fp8", "e5m2"])
 
 
 def _flag(scale: torch.Tensor, host: bool = True, wfmt=FP4) -> torch.Tensor:
@@ -40,13 +44,14 @@ def _flag(scale: torch.Tensor, host: bool = True, wfmt=FP4) -> torch.Tensor:
 
 
 def _codes(wfmt, n: int, k: int, g: torch.Generator) -> torch.Tensor:
-    """Random codes, row 0 every code in turn: fp4's 16; fp8's 254 (the NaN codes 0x7F and
-    0xFF are not served: MXWeight.build_derived)."""
+    """Random codes, row 0 every code in turn: fp4's 16; e4m3's 254 (the NaN codes 0x7F and
+    0xFF are not served: MXWeight.build_derived); e5m2's 248 (nor are its Inf and NaN)."""
     if wfmt is FP4:
         codes = torch.randint(0, 16, (n, k), generator=g, dtype=torch.uint8)
         codes[0] = torch.arange(k, dtype=torch.uint8) % 16
         return codes
-    finite = torch.tensor([c for c in range(256) if c & 0x7F != 0x7F], dtype=torch.uint8)
+    special = 0x7F if wfmt is FP8 else 0x7C
+    finite = torch.tensor([c for c in range(256) if c & special != special], dtype=torch.uint8)
     codes = finite[torch.randint(0, len(finite), (n, k), generator=g)]
     codes[0] = finite[torch.arange(k) % len(finite)]
     return codes
@@ -56,29 +61,30 @@ def _weight(n: int, k: int, bytes_: list[int], bs: int = 32, seed: int = 0, wfmt
             dtype=torch.bfloat16):  # fmt: skip
     """Random codes (:func:`_codes`) and E8M0 bytes drawn from ``bytes_`` -> (packed codes,
     bytes [N, K / bs], the emulated ``dtype`` weight as float32). With bytes above the one-multiply
-    limit: row 1's first block holds one largest code (fp4 6.0, fp8 448) under byte 253
+    limit: row 1's first block holds one largest code (fp4 6.0, e4m3 448, e5m2 57344) under byte 253
     (inf: it overflows) among zeros, row 2's second block is NaN (byte 255)."""
     g = torch.Generator().manual_seed(seed)
     codes = _codes(wfmt, n, k, g)
     pick = torch.randint(0, len(bytes_), (n, k // bs), generator=g)
     scale = torch.tensor(bytes_, dtype=torch.uint8)[pick]
     if max(bytes_) > LIMIT[wfmt]:
-        codes[1, :bs], codes[1, 3], scale[1, 0] = 0, 7 if wfmt is FP4 else 0x7E, 253
+        codes[1, :bs], codes[1, 3], scale[1, 0] = 0, {FP4: 7, FP8: 0x7E, E5M2: 0x7B}[wfmt], 253
         scale[2, 1] = 255
     elem = ELEMS[wfmt]
-    if wfmt is FP8:  # the reference takes float8 codes
-        codes = codes.view(torch.float8_e4m3fn)
+    if wfmt is not FP4:  # the reference takes float8 codes
+        codes = codes.view(torch.float8_e4m3fn if wfmt is FP8 else torch.float8_e5m2)
     want = mx_dequantize(codes, scale, elem, bs, 1, dtype).float()
     return pack_mx_codes(codes, elem).to(DEV), scale.to(DEV), want
 
 
 BYTES = {
     (FP4, False): SMALL, (FP4, True): SMALL + LARGE, (FP8, False): FP8_SMALL,
-    (FP8, True): FP8_SMALL + FP8_LARGE,
+    (FP8, True): FP8_SMALL + FP8_LARGE, (E5M2, False): E5M2_SMALL,
+    (E5M2, True): E5M2_SMALL + E5M2_LARGE,
 }  # fmt: skip
 
 
-@pytest.mark.parametrize("wfmt", [FP4, FP8], ids=["fp4", "fp8"])
+@FORMATS
 @pytest.mark.parametrize("big", [False, True], ids=["one-multiply", "big"])
 @pytest.mark.parametrize("group_major", [False, True])
 @pytest.mark.parametrize("host", [True, False], ids=["host-flag", "device-flag"])
@@ -111,7 +117,7 @@ def test_one_hot_is_each_emulated_weight_exactly(wfmt, big, group_major, host, x
 @pytest.mark.parametrize("m", [1, 5, 16])
 @pytest.mark.parametrize("split", [1, 3])
 @pytest.mark.parametrize("tile", [None, {"STEP_K": 128}, {"WT": False, "num_warps": 4}])
-@pytest.mark.parametrize("wfmt", [FP4, FP8], ids=["fp4", "fp8"])
+@FORMATS
 @pytest.mark.parametrize("xdt", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
 def test_matches_emulated_matmul(m, split, tile, wfmt, xdt):
     """Random activations and a quantized random weight (unaligned N, a bias, K split in
@@ -141,19 +147,21 @@ def test_serves_bf16_and_fp16_activations_and_the_flag():
     assert not dm.serves(x, q, 8, FP4, s, torch.zeros(3, dtype=torch.int32, device=DEV))
     assert not dm.serves(x, q, 16, FP4, s, flag)  # blocks of 16
     q8, s8, _ = _weight(8, 256, FP8_SMALL, wfmt=FP8)
+    qe, se, _ = _weight(8, 256, E5M2_SMALL, wfmt=E5M2)
+    assert dm.serves(x, qe, 8, E5M2, se, _flag(se, wfmt=E5M2))
     assert dm.serves(x, q8, 8, FP8, s8, _flag(s8, wfmt=FP8))
 
 
 @pytest.mark.parametrize("m", [1, 8])
 @pytest.mark.parametrize("big", [False, True], ids=["one-multiply", "big"])
-@pytest.mark.parametrize("wfmt", [FP4, FP8], ids=["fp4", "fp8"])
+@FORMATS
 def test_eight_rows_are_sixteen_rows_bit_for_bit(m, big, wfmt):
     """x padded to 8 rows (tile ROWS 8, M <= 8) gives the 16-row tile's output bit for bit,
     on either path of the block scale (on a GPU; under the interpreter up to float32
     summation order: numpy's dot sums in an order that follows the shape). Bytes just past
     the one-multiply limit, so no sum overflows (whose inf or NaN would follow the order)."""
     n, k = 72, 256
-    small = SMALL if wfmt is FP4 else FP8_SMALL
+    small = {FP4: SMALL, FP8: FP8_SMALL, E5M2: E5M2_SMALL}[wfmt]
     q, s, _ = _weight(n, k, small + [LIMIT[wfmt] + 1] * big, wfmt=wfmt)
     sg = s.t().contiguous().t()
     x = torch.randn(m, k, generator=torch.Generator().manual_seed(m)).to(torch.bfloat16)
