@@ -289,6 +289,9 @@ def decode_mma(
     asm = cfg.pop("ASM", _asm(x, wfmt, backend))  # (a tile key for probes)
     rows8 = cfg.pop("rows8", False) and m <= 8 and backend is not Backend.ROCM
     cfg.setdefault("ROWS", 8 if rows8 else 16)
+    stages8 = cfg.pop("stages8", None)  # the pipeline's depth with x padded to 8 rows
+    if stages8 is not None and cfg["ROWS"] == 8:
+        cfg["num_stages"] = stages8
     if cfg["ROWS"] not in (8, 16) or m > cfg["ROWS"]:
         raise ValueError(f"ROWS={cfg['ROWS']}: x pads to 8 or 16 rows, at least its {m}")
     cfg["IMMA"] = cfg.get("IMMA", False) and wfmt is WeightFormat.INT4_SYM and x_zero is None

@@ -20,9 +20,9 @@ TILE = {
     WeightFormat.MX_FP8_E5M2: {"BLOCK_N": 64, "STEP_K": 128, "num_warps": 2, "num_stages": 3,
                           "per_sm": 8, "WT": True, "PREF": True},
     WeightFormat.MX_FP6_E3M2: {"BLOCK_N": 64, "STEP_K": 128, "num_warps": 2, "num_stages": 3,
-                               "per_sm": 8, "WT": True, "rows8": True},
+                               "per_sm": 8, "WT": True, "rows8": True, "stages8": 2},
     WeightFormat.MX_FP6_E2M3: {"BLOCK_N": 64, "STEP_K": 128, "num_warps": 2, "num_stages": 3,
-                               "per_sm": 8, "WT": True, "rows8": True},
+                               "per_sm": 8, "WT": True, "rows8": True, "stages8": 2},
     WeightFormat.INT8: {"BLOCK_N": 32, "STEP_K": 256, "num_warps": 2, "num_stages": 3,
                         "per_sm": 4, "WT": True, "rows8": True},
     WeightFormat.FP8: {"BLOCK_N": 32, "STEP_K": 256, "num_warps": 2, "num_stages": 4,
@@ -56,6 +56,11 @@ split up to one full wave, not only powers of two), orientation (WT), scale pref
   H100 with 8 rows (session 19): int8 3 stages 27.6 / 23.6 / 24.7 us against 4 stages 27.7
   / 24.4 / 25.2; fp8 32 x 256 27.4 / 24.0 / 24.7 against 64 x 128 28.4 / 26.3 / 26.5
   (a plain read of the int8 bytes: 24.5 / 22.0 / 22.3).
+- MX_FP6 (decode_mma_fp6.py; H100, session 31, M 1 / M 16 graph replays): 30.6 / 28.4 /
+  28.4 us and 36.7 / 33.2 / 33.4 at this tile; 2 stages 28.8 / 25.7 / 25.5 at M 1 but 39.5 /
+  36.6 / 35.6 at M 16 (hence ``stages8``: the depth where x pads to 8 rows), 4 stages 40-54,
+  BLOCK_N 32 27-30 at M 1 and 44-48 at M 16, BLOCK_N 128 30-42, 6 or 12 an SM within 2 us
+  either way. The bare read of the codes: 20.1 / 17.2 / 17.3 us.
 - ROWS (a tile key): the rows x is padded to, 16, or 8 at M <= 8 where ``rows8`` (on NVIDIA
   and the interpreter; AMD has no n = 8 MMA): half the MMAs, x loads and x and accumulator
   registers of 16 (sm90: int4's loop 393 -> 342 instructions, 168 -> 128 registers; int8
