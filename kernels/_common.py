@@ -78,6 +78,9 @@ class WeightFormat(enum.IntEnum):
     """MX fp6 e2m3 codes, packed as MX_FP6_E3M2."""
     MX_FP8_E5M2 = 8
     """MX fp8 e5m2 codes [N, K] (uint8 bits); E8M0 scale bytes [N, G]."""
+    NVFP4 = 9
+    """NVFP4 fp4 e2m1 codes, two a byte, low nibble first; e4m3 bytes [N, K / 16] and a
+    float32 tensor scale (decode_mma's group: two blocks)."""
 
 
 def backend_of(device: torch.device) -> Backend:

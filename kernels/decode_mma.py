@@ -199,12 +199,19 @@ def serves(
     E8M0 bytes as the scale) and the weight's int32 BIG flag as ``zero``
     (aoq.tensors.mx.big_scale_flag: its length says whether the host knows its value); MX
     fp6 also K a multiple of FP6_STEP and codes 4-byte aligned in their storage (its offset:
-    a fake tensor under torch.compile has no address)."""
+    a fake tensor under torch.compile has no address). NVFP4: ``groups`` K / 16 (e4m3
+    bytes as the scale), K a multiple of 32, the float32 tensor scale as ``zero``."""
+    if wfmt is WeightFormat.NVFP4:
+        if zero is None or zero.dtype != torch.float32 or zero.numel() != 1 or x.shape[1] % 32:
+            return False
+        if backend_of(x.device) is Backend.ROCM:  # its float path flushes subnormals
+            return False
     mx = wfmt in MX_FORMATS
     if scale is not None and scale.dim() == 2 and scale.shape[1] > 1:
         if scale.stride() not in ((scale.shape[1], 1), (1, scale.shape[0])):
             return False
-        if zero is not None and not mx and zero.stride() != scale.stride():
+        own_zero = not mx and wfmt is not WeightFormat.NVFP4  # zero points beside the scales
+        if zero is not None and own_zero and zero.stride() != scale.stride():
             return False
         words = zero is not None and zero.dtype == torch.int32 and not mx
         if words and (scale.stride(0) != 1 or zero.shape[1] != -(-scale.shape[1] // 4)):
@@ -223,6 +230,8 @@ def serves(
         return wfmt is WeightFormat.UINT4 and gs >= 32 and tiles_uint4(qdata.shape[0], k, gs)
     if wfmt in FP6_FORMATS and (k % FP6_STEP or qdata.storage_offset() % 4):
         return False
+    if wfmt is WeightFormat.NVFP4:
+        return groups * 16 == k
     if wfmt in (WeightFormat.UINT4, WeightFormat.INT4_SYM) or mx:
         return k // groups in (32, 64, 128, 256) and k % groups == 0
     if wfmt is WeightFormat.FP8:
@@ -238,7 +247,7 @@ def ptx_codes(wfmt: WeightFormat, fp16: bool, has_fp8_cvt: bool) -> bool:
     MX's to fp16 for fp16 x; per-channel codes with fp16 x take the float path (X_DTYPES),
     except e4m3 codes on a GPU without fp8 conversion instructions (below sm89): there the
     PTX's bf16 codes are cast to fp16 (exact). The launcher's rule and the compile specs'."""
-    if not fp16 or wfmt in (WeightFormat.UINT4, *MX_FORMATS):
+    if not fp16 or wfmt in (WeightFormat.UINT4, WeightFormat.NVFP4, *MX_FORMATS):
         return True
     return wfmt is WeightFormat.FP8 and not has_fp8_cvt
 
@@ -303,6 +312,8 @@ def decode_mma(
         )
     per_channel = wfmt in (WeightFormat.INT8, WeightFormat.FP8)
     gs = 16 if per_channel else k // groups
+    if wfmt is WeightFormat.NVFP4:  # its group: two blocks of 16 (an MMA's K a nibble half)
+        gs = 32
     bk = splitk.k_step(k, FP6_STEP if wfmt in FP6_FORMATS else gs, want)
     cfg["PREF"] = cfg.get("PREF", False) and bk // gs in (1, 2, 4)
     n_prog = triton.cdiv(n, bn)

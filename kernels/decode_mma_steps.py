@@ -10,6 +10,7 @@ import triton
 import triton.language as tl
 from aoq.kernels._common import int4_cols, mma
 from aoq.kernels.bf16_codes import fp4_codes, int4_codes, mxfp8_codes, nibble_bytes
+from aoq.kernels.nvfp4_codes import block_scales, column_scales, nvfp4_codes
 
 IMMA_BASE = tl.constexpr(0x49400000)
 IMMA_BASE_VALUE = tl.constexpr(786432.0)
@@ -31,16 +32,22 @@ def _group_params(s_ptr, z_ptr, srow, nmask, k0, k_hi, stride_sg, WFMT: tl.const
     zeros from k_hi on."""
     m = nmask & (k0 < k_hi)
     g = (k0 // GROUP_SIZE) * stride_sg  # < 2**31: the scale tensor has fewer elements
-    s = tl.load(s_ptr + srow + g, mask=m, other=0)
-    if WFMT == 1 and ZW:  # int32 words of four groups' zero points, a byte each
-        w = tl.load(z_ptr + srow + (k0 // GROUP_SIZE // 4) * stride_sg, mask=m, other=0)
-        z = (w >> ((k0 // GROUP_SIZE) % 4 * 8)) & 0xFF
-    elif WFMT == 1:
-        z = tl.load(z_ptr + srow + g, mask=m, other=0).to(tl.int32)
+    if WFMT == 9:  # NVFP4: the group's two blocks of 16, their float32 steps as (s, z)
+        g = (k0 // 16) * stride_sg
+        ts = tl.load(z_ptr)
+        s = block_scales(tl.load(s_ptr + srow + g, mask=m, other=0).to(tl.int32), ts)
+        z = block_scales(tl.load(s_ptr + srow + g + stride_sg, mask=m, other=0).to(tl.int32), ts)
     else:
-        z = tl.full(srow.shape, 8, tl.int32)
-    if WFMT >= 4:  # E8M0 bytes
-        s = s.to(tl.int32)
+        s = tl.load(s_ptr + srow + g, mask=m, other=0)
+        if WFMT == 1 and ZW:  # int32 words of four groups' zero points, a byte each
+            w = tl.load(z_ptr + srow + (k0 // GROUP_SIZE // 4) * stride_sg, mask=m, other=0)
+            z = (w >> ((k0 // GROUP_SIZE) % 4 * 8)) & 0xFF
+        elif WFMT == 1:
+            z = tl.load(z_ptr + srow + g, mask=m, other=0).to(tl.int32)
+        else:
+            z = tl.full(srow.shape, 8, tl.int32)
+        if WFMT >= 4:  # E8M0 bytes
+            s = s.to(tl.int32)
     return s, z
 
 
@@ -110,16 +117,19 @@ def _pair_step(acc, acc_t, xt, b, s_cur, z_cur, WFMT: tl.constexpr, GROUP_SIZE: 
     """_nibble_step on bf16 pairs: the low nibbles of bytes ``b`` meet x's even columns,
     the high ones its odd columns."""
     xe, xo = tl.split(tl.reshape(xt, (xt.shape[0], GROUP_SIZE // 2, 2)))
-    if WFMT == 4:
+    if WFMT == 9:  # NVFP4: s_cur, z_cur the two blocks' steps, rounded in float32
+        d = column_scales(s_cur, z_cur, GROUP_SIZE // 2)
+        lo, hi = nvfp4_codes(b, d, ASM, xt.dtype == tl.float16)
+    elif WFMT == 4:
         lo, hi = fp4_codes(b, s_cur, BIG, ASM, xt.dtype == tl.float16)
     else:
         lo, hi = int4_codes(b, z_cur, ASM, xt.dtype == tl.float16)
     if not UPCAST:
         lo, hi = lo.to(xt.dtype), hi.to(xt.dtype)
-    if WFMT == 4 and WT:
+    if (WFMT == 4 or WFMT == 9) and WT:
         acc_t = mma(lo, tl.trans(xe), acc_t, UPCAST, "ieee")
         acc_t = mma(hi, tl.trans(xo), acc_t, UPCAST, "ieee")
-    elif WFMT == 4:
+    elif WFMT == 4 or WFMT == 9:
         acc = mma(xe, tl.trans(lo), acc, UPCAST, "ieee")
         acc = mma(xo, tl.trans(hi), acc, UPCAST, "ieee")
     elif WT:

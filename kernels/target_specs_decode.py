@@ -32,18 +32,20 @@ def decode_mma(
         over = {**TILED_TILE, "TILED": True, "ZW": True, **over}
 
     xq = wfmt == 3
-    mx = wfmt >= 4
+    nv = wfmt == 9  # NVFP4: e4m3 bytes and the float32 tensor scale as z_ptr, no BIG flag
+    mx = wfmt >= 4 and not nv
     xf = "*fp16" if fp16 else "*bf16"
     sig = {
         "x_ptr": "*i8" if xq else xf, "w_ptr": {0: "*i8", 2: "*fp8e4nv"}.get(wfmt, "*u8"),
-        "s_ptr": "*u8" if mx else "*fp32", "z_ptr": "*i32" if mx else "*u8", "xs_ptr": "*fp32",
+        "s_ptr": "*u8" if mx or nv else "*fp32",
+        "z_ptr": "*i32" if mx else "*fp32" if nv else "*u8", "xs_ptr": "*fp32",
         "xz_ptr": "*i32", "b_ptr": xf,
         "y_ptr": xf, "p_ptr": "*fp32", "c_ptr": "*i32",
     }  # fmt: skip
     asm = target.startswith("sm") and ptx_codes(WeightFormat(wfmt), fp16, target != "sm80")
     sig.update({n: "i32" for n in ("M", "N", "K", "stride_sn", "stride_sg", "K_SPLIT",
                                    "stride_xm", "stride_wn", "stride_ym")})  # fmt: skip
-    int4 = wfmt in (1, 3, 4, 5)  # grouped: a scale (and PREF) a group
+    int4 = wfmt in (1, 3, 4, 5, 9)  # grouped: a scale (and PREF) a group
     tile = TILE[WeightFormat(wfmt)]
     ce = dict(
         WFMT=wfmt, GROUP_SIZE=gs, GROUPS=step // gs, XQ=xq, XZ=xq, STATIC=False, HAS_BIAS=True,
@@ -75,6 +77,9 @@ def decode_mma_specs(target: str) -> list[Spec]:
         decode_mma("mxwo_fp4.decode_mma", 4, 32, 64, target),
         decode_mma("mxwo_fp8.decode_mma", 5, 32, 128, target),
         decode_mma("mx_fp8_e5m2.decode_mma", 8, 32, 128, target),
+        # NVFP4 (nvfp4_codes.py): groups of two e4m3-scaled blocks of 16
+        decode_mma("nvfp4wo.decode_mma", 9, 32, 64, target),
+        decode_mma("nvfp4wo.decode_mma_fp16", 9, 32, 64, target, fp16=True),
         # MX fp6 (decode_mma_fp6.py): e3m2 and e2m3, four blocks a step
         decode_mma("mxwo_fp6_e3m2.decode_mma", 6, 32, 128, target),
         decode_mma("mx_fp6_e2m3.decode_mma", 7, 32, 128, target),

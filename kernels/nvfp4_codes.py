@@ -1,0 +1,86 @@
+"""NVFP4 weight codes as bf16 (or fp16) pairs for decode_mma's WFMT 9 (decode_mma_steps.py).
+
+NVFP4 is fp4 e2m1 codes (two a byte, the first in the low nibble) in blocks of 16, each block
+scaled by an e4m3 value times one float32 tensor scale: the emulated path's weight is
+``f32(v * f32(e4m3 * ts))`` rounded once to x's dtype (aoq.formats.nvfp4). That scale is an
+arbitrary float32, so unlike MX's power of two it cannot ride a bf16 multiply; the product is
+taken in float32 as the reference takes it:
+
+- MX fp4's placement (kernels/bf16_codes.py) gives the bf16 of v * 2**-126 for a pair of
+  codes; one ``fma.rn.bf16x2`` by 2**126 makes it v, exactly (v is 0, 0.5 ... 6);
+- each half as a float32 (a shift, a mask), times the block's float32 scale d (one
+  rounding: the reference's product), and one ``cvt.rn.bf16x2.f32`` (``f16x2``) rounds the
+  pair to x's dtype as the reference's cast does. A NaN block scale (e4m3 0x7F) makes the
+  block NaN, 0 * NaN included, as the reference's.
+
+The kernel's group is two NVFP4 blocks (32 codes: an MMA's K of 16 for each nibble half), so
+the scale input holds each column's block's d ([R, 16]: columns 0-7 the first block's low and
+high nibbles' half, 8-15 the second's); the four codes an instance packs share a block.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+from aoq.kernels.bf16_codes import _FP4_HEAD, _FP4_PAIR
+from aoq.kernels.mx_dequant import elem_value
+from aoq.kernels.mx_packed import rne_bf16
+
+
+def _nvfp4_asm(f16: bool) -> str:
+    """Four bytes ($4) -> low nibbles ($0 $1) and high nibbles ($2 $3) of two bytes each, times
+    the block's float32 scale ($5; $6-$8 the same), rounded once to bf16 (fp16)."""
+    ty = "f16x2" if f16 else "bf16x2"
+    mul = (
+        "fma.rn.bf16x2 m, m, p, nz;\nshl.b32 f0, m, 16;\nand.b32 f1, m, 0xFFFF0000;\n"
+        "mul.rn.f32 f0, f0, $5;\nmul.rn.f32 f1, f1, $5;\n"
+        f"cvt.rn.{ty}.f32 ${{o}}, f1, f0;\n"
+    )
+    pairs = [
+        _FP4_PAIR.format(t=t, mul=mul.format(o=lo), mul_hi=mul.format(o=hi))
+        for t, lo, hi in (("t0", 0, 2), ("t1", 1, 3))
+    ]
+    head = _FP4_HEAD + ".reg .b32 f0, f1;\nmov.b32 p, 0x7E807E80;\n"  # p: 2**126, both halves
+    return "{" + head + "".join(pairs) + "}"
+
+
+_NVFP4_ASM = tl.constexpr(_nvfp4_asm(False))
+_NVFP4_F16_ASM = tl.constexpr(_nvfp4_asm(True))
+
+
+@triton.jit
+def block_scales(sb, ts):
+    """e4m3 block-scale bytes (int32) -> the blocks' float32 steps d = f32(e4m3) * ts."""
+    return elem_value(sb, 4, 3, 7, 1) * ts
+
+
+@triton.jit
+def column_scales(d0, d1, C: tl.constexpr):
+    """Two blocks' steps [R] -> each of C columns' [R, C] (the first C / 2 columns the first
+    block's): a join and a broadcast, which keep the layout of the codes."""
+    v = tl.join(d0, d1)  # [R, 2]
+    return tl.reshape(tl.broadcast_to(v[:, :, None], (d0.shape[0], 2, C // 2)), (d0.shape[0], C))
+
+
+@triton.jit
+def nvfp4_codes(b, d, ASM: tl.constexpr, F16: tl.constexpr = False):
+    """uint8 [R, C] bytes of NVFP4 codes and float32 [R, C] steps (:func:`column_scales`) ->
+    (low nibbles, high nibbles) times their step, rounded to bf16 (F16: fp16), as [R, C]
+    tensors; under the interpreter float32 holding those rounded values."""
+    if ASM:
+        lo, hi = tl.inline_asm_elementwise(
+            _NVFP4_F16_ASM if F16 else _NVFP4_ASM, "=r,=r,=r,=r,r,r,r,r,r", [b, d],
+            dtype=(tl.float16, tl.float16) if F16 else (tl.bfloat16, tl.bfloat16),
+            is_pure=True, pack=4,
+        )  # fmt: skip
+    else:
+        p = b.to(tl.int32)
+        lo = elem_value(p & 15, 2, 1, 1, 0) * d
+        hi = elem_value(p >> 4, 2, 1, 1, 0) * d
+        if F16:
+            lo = lo.to(tl.float16).to(tl.float32)
+            hi = hi.to(tl.float16).to(tl.float32)
+        else:  # the interpreter's float32 -> bf16 cast truncates: round by hand
+            lo = (rne_bf16(lo) << 16).to(tl.float32, bitcast=True)
+            hi = (rne_bf16(hi) << 16).to(tl.float32, bitcast=True)
+    return lo, hi

@@ -1,0 +1,89 @@
+"""kernels/decode_mma.py with NVFP4 weights (WFMT 9; kernels/nvfp4_codes.py): fp4 codes times
+their block's float32 step (e4m3 value times the tensor scale), rounded once to x's dtype,
+checked against the emulated path's weights (aoq.formats.nvfp4.nvfp4_dequantize to x's dtype):
+bit for bit with one-hot activations, for every code under e4m3 bytes across their range (NaN
+0x7F, subnormals, 448) and tensor scales that make the steps inexact in bf16. Under
+TRITON_INTERPRET=1 (the float path) and on a GPU (the inline assembly); and through
+mx_decode_triton, which routes group-major bytes here."""
+
+import pytest
+import torch
+from _mx_cases import DEV, NEEDS_KERNELS, out_dtype, same
+from aoq.kernels import decode_mma as dm
+from aoq.kernels import mx_decode
+from aoq.kernels._common import WeightFormat
+
+from aoq.formats.nvfp4 import nvfp4_dequantize, nvfp4_quantize
+from aoq.formats.packing import pack_uint4
+from aoq.testing.metrics import max_rel_error
+
+pytestmark = NEEDS_KERNELS
+NV = WeightFormat.NVFP4
+BYTES = [0x00, 0x01, 0x07, 0x08, 0x30, 0x38, 0x3F, 0x55, 0x7E, 0xB8, 0xFE]
+"""e4m3 block bytes: zero, subnormals, normals from 2**-6 to 448, and negatives."""
+
+
+def _weight(n: int, k: int, ts: float, nan: bool, dtype: torch.dtype, seed: int = 0):
+    """Random codes (row 0 every code in turn), block bytes from BYTES (with ``nan``, row 2's
+    second block NaN: 0x7F), tensor scale ``ts`` -> (packed codes, group-major bytes, tensor
+    scale, the emulated ``dtype`` weight as float32)."""
+    g = torch.Generator().manual_seed(seed)
+    codes = torch.randint(0, 16, (n, k), generator=g, dtype=torch.uint8)
+    codes[0] = torch.arange(k, dtype=torch.uint8) % 16
+    pick = torch.randint(0, len(BYTES), (n, k // 16), generator=g)
+    scale = torch.tensor(BYTES, dtype=torch.uint8)[pick]
+    if nan:
+        scale[2, 1] = 0x7F
+    t = torch.tensor(ts, dtype=torch.float32)
+    want = nvfp4_dequantize(codes, scale.view(torch.float8_e4m3fn), t, 16, dtype).float()
+    gm = scale.t().contiguous().t()
+    return pack_uint4(codes).to(DEV), gm.to(DEV), t.to(DEV), want
+
+
+@pytest.mark.parametrize("ts", [1.0, 0.0123, 3.7e-3])
+@pytest.mark.parametrize("xdt", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+def test_one_hot_is_each_emulated_weight_exactly(ts, xdt):
+    """Row r of x is e_k for 16 columns k at a time: y[r, n] = the emulated path's weight
+    [n, k] in x's dtype, every code under every byte (a NaN block makes its row NaN)."""
+    n, k = 72, 64
+    q, s, t, want = _weight(n, k, ts, True, xdt)
+    for k0 in range(0, k, 16):
+        x = torch.zeros(16, k, dtype=xdt, device=DEV)
+        x[torch.arange(16), k0 + torch.arange(16)] = 1.0
+        y = torch.empty(16, n, dtype=out_dtype(xdt), device=DEV)
+        assert dm.serves(x, q, k // 16, NV, s, t)
+        dm.decode_mma(x, q, s, t, None, y, k // 16, NV, None)
+        assert same(y, x.float().cpu() @ want.T), k0
+    assert y[0, 2].isnan()
+
+
+@pytest.mark.parametrize(("m", "split"), [(1, 1), (5, 3), (16, 2)])
+@pytest.mark.parametrize("xdt", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+def test_matches_emulated_matmul(m, split, xdt):
+    """A quantized random weight (unaligned N, a bias, K split in ranges), through
+    mx_decode_triton (group-major bytes: this kernel): the emulated path's product, up to
+    float32 summation order and one rounding to x's dtype."""
+    n, k = 130, 512
+    g = torch.Generator().manual_seed(m)
+    codes, scale, ts = nvfp4_quantize(torch.randn(n, k, generator=g) * 0.02)
+    w = nvfp4_dequantize(codes, scale, ts, 16, xdt).float()
+    x = torch.randn(m, k, generator=g).to(xdt)
+    bias = torch.randn(n, generator=g).to(xdt)
+    want = x.float() @ w.T + bias.float()
+    gm = scale.view(torch.uint8).t().contiguous().t().to(DEV)
+    y = mx_decode.mx_decode_triton(x.to(DEV), pack_uint4(codes).to(DEV), gm, ts.to(DEV),
+                                   "fp4_e2m1", 16, bias.to(DEV), split)  # fmt: skip
+    assert max_rel_error(want, y.float().cpu()) < 4e-3
+
+
+def test_serves_what_it_computes():
+    x = torch.zeros(1, 64, dtype=torch.bfloat16, device=DEV)
+    q, s, t, _ = _weight(8, 64, 1.0, False, torch.bfloat16)
+    assert dm.serves(x, q, 4, NV, s, t)
+    assert dm.serves(x.half(), q, 4, NV, s, t)
+    assert not dm.serves(x.float(), q, 4, NV, s, t)
+    assert not dm.serves(x, q, 4, NV, s, None)  # no tensor scale
+    assert not dm.serves(x, q, 2, NV, s, t)  # blocks of 32 are not NVFP4's
+    x48 = torch.zeros(1, 48, dtype=torch.bfloat16, device=DEV)
+    q48, s48, t48, _ = _weight(8, 48, 1.0, False, torch.bfloat16)
+    assert not dm.serves(x48, q48, 3, NV, s48, t48)  # K not a multiple of 32
