@@ -3,14 +3,13 @@ their block's float32 step (e4m3 value times the tensor scale), rounded once to 
 checked against the emulated path's weights (aoq.formats.nvfp4.nvfp4_dequantize to x's dtype):
 bit for bit with one-hot activations, for every code under e4m3 bytes across their range (NaN
 0x7F, subnormals, 448) and tensor scales that make the steps inexact in bf16. Under
-TRITON_INTERPRET=1 (the float path) and on a GPU (the inline assembly); and through
-mx_decode_triton, which routes group-major bytes here."""
+TRITON_INTERPRET=1 (the float path) and on a GPU (the inline assembly). Not routed: a
+quantized 256 x 256 weight decoded wrong on an H100 (the xfail below, session 31)."""
 
 import pytest
 import torch
-from _mx_cases import DEV, NEEDS_KERNELS, out_dtype, same
+from _mx_cases import DEV, GPU, NEEDS_KERNELS, out_dtype, same
 from aoq.kernels import decode_mma as dm
-from aoq.kernels import mx_decode
 from aoq.kernels._common import WeightFormat
 
 from aoq.formats.nvfp4 import nvfp4_dequantize, nvfp4_quantize
@@ -60,9 +59,8 @@ def test_one_hot_is_each_emulated_weight_exactly(ts, xdt):
 @pytest.mark.parametrize(("m", "split"), [(1, 1), (5, 3), (16, 2)])
 @pytest.mark.parametrize("xdt", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
 def test_matches_emulated_matmul(m, split, xdt):
-    """A quantized random weight (unaligned N, a bias, K split in ranges), through
-    mx_decode_triton (group-major bytes: this kernel): the emulated path's product, up to
-    float32 summation order and one rounding to x's dtype."""
+    """A quantized random weight (unaligned N, a bias, K split in ranges): the emulated
+    path's product, up to float32 summation order and one rounding to x's dtype."""
     n, k = 130, 512
     g = torch.Generator().manual_seed(m)
     codes, scale, ts = nvfp4_quantize(torch.randn(n, k, generator=g) * 0.02)
@@ -71,9 +69,29 @@ def test_matches_emulated_matmul(m, split, xdt):
     bias = torch.randn(n, generator=g).to(xdt)
     want = x.float() @ w.T + bias.float()
     gm = scale.view(torch.uint8).t().contiguous().t().to(DEV)
-    y = mx_decode.mx_decode_triton(x.to(DEV), pack_uint4(codes).to(DEV), gm, ts.to(DEV),
-                                   "fp4_e2m1", 16, bias.to(DEV), split)  # fmt: skip
+    y = torch.empty(m, n, dtype=out_dtype(xdt), device=DEV)
+    dm.decode_mma(x.to(DEV), pack_uint4(codes).to(DEV), gm, ts.to(DEV), bias.to(DEV), y,
+                  k // 16, NV, split)  # fmt: skip
     assert max_rel_error(want, y.float().cpu()) < 4e-3
+
+
+@pytest.mark.xfail(
+    GPU, strict=True,
+    reason="H100 (session 31): a quantized 256 x 256 weight at M 1 with the planned split "
+    "decodes to relative error 1.38 while the kernel tests above pass; why is open, so the "
+    "linear path does not route NVFP4 here",
+)  # fmt: skip
+def test_quantized_linear_weight_at_the_planned_split():
+    """The failing case: nvfp4_quantize of a Linear(256, 256)-like weight, x one row, the
+    split the planner picks (split=None)."""
+    g = torch.Generator().manual_seed(0)
+    codes, scale, ts = nvfp4_quantize((torch.rand(256, 256, generator=g) - 0.5) / 8)
+    w = nvfp4_dequantize(codes, scale, ts, 16, torch.bfloat16).float()
+    x = torch.randn(1, 256, generator=g).to(torch.bfloat16)
+    gm = scale.view(torch.uint8).t().contiguous().t().to(DEV)
+    y = torch.empty(1, 256, dtype=out_dtype(torch.bfloat16), device=DEV)
+    dm.decode_mma(x.to(DEV), pack_uint4(codes).to(DEV), gm, ts.to(DEV), None, y, 16, NV, None)
+    assert max_rel_error(x.float() @ w.T, y.float().cpu()) < 4e-3
 
 
 def test_serves_what_it_computes():
