@@ -37,3 +37,12 @@ def random_case(elem, n: int, k: int, m: int, xdt: torch.dtype, seed: int) -> tu
     x = torch.randn(m, k, generator=g).to(xdt)
     bias = torch.randn(n, generator=g).to(xdt)
     return codes, scale, x, bias, x.float() @ w.T + bias.float()
+
+
+def one_hot_steps(n: int, k: int, xdt: torch.dtype):
+    """(k0, x, y) for k0 = 0, 16, ...: x [16, k] whose row r is e_{k0 + r}, y an empty [16, n]
+    output: a decode of x is then the weight's columns k0 .. k0 + 15, one exact term each."""
+    for k0 in range(0, k, 16):
+        x = torch.zeros(16, k, dtype=xdt, device=DEV)
+        x[torch.arange(16), k0 + torch.arange(16)] = 1.0
+        yield k0, x, torch.empty(16, n, dtype=out_dtype(xdt), device=DEV)

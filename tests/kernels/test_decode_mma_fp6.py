@@ -7,7 +7,7 @@ integer and float32 path) and on a GPU (the inline assembly)."""
 
 import pytest
 import torch
-from _mx_cases import DEV, NEEDS_KERNELS, OUT, out_dtype, random_case, same
+from _mx_cases import DEV, NEEDS_KERNELS, OUT, one_hot_steps, out_dtype, random_case, same
 from aoq.kernels import decode_mma as dm
 from aoq.kernels._common import WeightFormat
 
@@ -71,11 +71,7 @@ def test_one_hot_is_each_emulated_weight_exactly(wfmt, big, host, xdt):
     q, s, want = _weight(wfmt, n, k, small + LARGE if big else small, dtype=xdt)
     sg = s.t().contiguous().t()
     flag = _flag(s, wfmt, host)
-    out = out_dtype(xdt)
-    for k0 in range(0, k, 16):
-        x = torch.zeros(16, k, dtype=xdt, device=DEV)
-        x[torch.arange(16), k0 + torch.arange(16)] = 1.0
-        y = torch.empty(16, n, dtype=out, device=DEV)
+    for k0, x, y in one_hot_steps(n, k, xdt):
         assert dm.serves(x, q, k // 32, wfmt, sg, flag)
         dm.decode_mma(x, q, sg, flag, None, y, k // 32, wfmt, None)
         assert same(y, x.float().cpu() @ want.T), k0

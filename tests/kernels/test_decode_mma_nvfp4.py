@@ -8,7 +8,7 @@ quantized 256 x 256 weight decoded wrong on an H100 (the xfail below, session 31
 
 import pytest
 import torch
-from _mx_cases import DEV, GPU, NEEDS_KERNELS, out_dtype, same
+from _mx_cases import DEV, GPU, NEEDS_KERNELS, one_hot_steps, out_dtype, same
 from aoq.kernels import decode_mma as dm
 from aoq.kernels._common import WeightFormat
 
@@ -46,10 +46,7 @@ def test_one_hot_is_each_emulated_weight_exactly(ts, xdt):
     [n, k] in x's dtype, every code under every byte (a NaN block makes its row NaN)."""
     n, k = 72, 64
     q, s, t, want = _weight(n, k, ts, True, xdt)
-    for k0 in range(0, k, 16):
-        x = torch.zeros(16, k, dtype=xdt, device=DEV)
-        x[torch.arange(16), k0 + torch.arange(16)] = 1.0
-        y = torch.empty(16, n, dtype=out_dtype(xdt), device=DEV)
+    for k0, x, y in one_hot_steps(n, k, xdt):
         assert dm.serves(x, q, k // 16, NV, s, t)
         dm.decode_mma(x, q, s, t, None, y, k // 16, NV, None)
         assert same(y, x.float().cpu() @ want.T), k0
