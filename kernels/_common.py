@@ -182,6 +182,25 @@ def int8_float(q):
 
 
 @triton.jit
+def block_columns(s0, s1, s2, s3, W: tl.constexpr, NB: tl.constexpr):
+    """Per-block vectors [R] of NB (1, 2 or 4) consecutive blocks -> [R, W], column c holding
+    block c // (W / NB)'s value (s1-s3 unused below NB). A join and a broadcast, which take
+    the layout of what uses them: a gathered 2-D load of the same values imposes its own,
+    and Triton then moves every decoded weight through shared memory to the MMA's layout
+    (session 31, sm90 TTGIR)."""
+    R: tl.constexpr = s0.shape[0]
+    if NB == 1:
+        out = tl.broadcast_to(s0[:, None], (R, W))
+    else:
+        if NB == 2:
+            v = tl.join(s0, s1)  # [R, 2]: block b at [:, b]
+        else:
+            v = tl.reshape(tl.join(tl.join(s0, s2), tl.join(s1, s3)), (R, 4))
+        out = tl.reshape(tl.broadcast_to(v[:, :, None], (R, NB, W // NB)), (R, W))
+    return out
+
+
+@triton.jit
 def mma(a, b, acc, UPCAST: tl.constexpr, PRECISION: tl.constexpr):
     """acc + a @ b; under the interpreter float operands go through float32 (its bf16 dot is
     wrong) and integer operands stay int8 (its int8 dot is exact)."""

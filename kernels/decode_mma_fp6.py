@@ -1,27 +1,31 @@
 """decode_mma.py's main loop for MX fp6 weights (WFMT 6 e3m2, 7 e2m3): four codes in three
 bytes, read in place (no derived copy of the codes) and multiplied on the matrix units.
 
-Triton's tiles have power-of-two sides, and a row's codes come in 12-byte units of 16. So a
-step of C units (BLOCK_K = 16 C codes, C >= 16: one MMA's K) loads its words as three planes
-[BLOCK_N, C] of int32 (plane t: word t of each unit; three 4-byte loads, 12 bytes apart,
-which the pipeliner copies with cp.async), and kernels/fp6_codes.py turns them into 16
-tensors of the planes' shape, code position i of every unit. Each meets x's columns
-16 j + i (j < C): 16 MMAs of K = C a step, the weights as operand A (WT), with no code moved
-between threads. The step's E8M0 bytes (one per unit: its block's) come group-major, a step
-ahead (PREF, as MX fp4's), and the block's power of two is in the weights' values, so the
-float32 accumulator needs no per-block scaling.
+Triton's tiles have power-of-two sides, and a row's codes come in 12-byte units of 16. A step
+of BLOCK_K codes (C = BLOCK_K / 16 units) loads its bytes as three uint8 planes [BLOCK_N, 4 C]:
+plane t holds the four bytes of word t of each unit (4-byte runs, which the pipeliner copies
+with cp.async). kernels/fp6_codes.py turns a unit's three words into four tensors of the
+planes' shape, output t holding the unit's codes 4 t .. 4 t + 3 at its four columns; each
+meets x's columns 16 u + 4 t + i (loaded in runs of four to match): four MMAs of K = 4 C a
+step, the weights as operand A (WT), no code moved between threads.
+
+The block's power of two is in the weights' values, so the float32 accumulator needs no
+per-block scaling. The E8M0 bytes come group-major, one [BLOCK_N] vector per block of the
+step, a step ahead, and reach the columns through _common.block_columns (a gathered 2-D load
+of them made Triton move every decoded weight through shared memory). Steps are 128 codes
+(decode_mma.FP6_STEP): 64-code steps came out wrong on an H100.
 
 Why: fp6 ran the emulated path at decode, dequantize to bf16 then the BLAS GEMV, 0.27x bf16
 F.linear at M = 1 (H100 run 0936fc: 178.7 us at 8192^2), and the generic MX decode kernel's
 fp6 tile (byte loads three apart, float32 values) was slower still (H200, session 10: 290 us
-against the emulated 164).
+against the emulated 164). Here: 25.5-28.7 us at M = 1 (H100, bench/NOTES.md session 31).
 """
 
 from __future__ import annotations
 
 import triton
 import triton.language as tl
-from aoq.kernels._common import mma
+from aoq.kernels._common import block_columns, mma
 from aoq.kernels.fp6_codes import fp6_codes
 
 
@@ -42,25 +46,6 @@ def _step_scales(s_rows, nmask, k0, k_hi, stride_sg, BS: tl.constexpr, NB: tl.co
 
 
 @triton.jit
-def _column_scales(s0, s1, s2, s3, blk, NB: tl.constexpr):
-    """Each column's block byte [BLOCK_N, 4 C] from the step's NB block vectors (``blk``:
-    each column's block in the step): broadcasts and NB - 1 selects, which keep the layout
-    of the codes (a gathered 2-D load of the bytes would impose its own, and Triton would
-    then move every decoded weight through shared memory to the MMA's)."""
-    R: tl.constexpr = s0.shape[0]
-    W: tl.constexpr = blk.shape[0]
-    if NB == 1:
-        sb = tl.broadcast_to(s0[:, None], (R, W))
-    else:
-        if NB == 2:
-            v = tl.join(s0, s1)  # [R, 2]: block b at [:, b]
-        else:
-            v = tl.reshape(tl.join(tl.join(s0, s2), tl.join(s1, s3)), (R, 4))
-        sb = tl.reshape(tl.broadcast_to(v[:, :, None], (R, NB, W // NB)), (R, W))
-    return sb
-
-
-@triton.jit
 def _steps(acc_t, xrows, wrow, s_rows, nmask, mmask, k_lo, k_hi, stride_sg,
            E3M2: tl.constexpr, BS: tl.constexpr, BLOCK_K: tl.constexpr, ASM: tl.constexpr,
            UPCAST: tl.constexpr, BIG: tl.constexpr, F16: tl.constexpr):  # fmt: skip
@@ -69,12 +54,11 @@ def _steps(acc_t, xrows, wrow, s_rows, nmask, mmask, k_lo, k_hi, stride_sg,
     tl.static_assert(NB == 1 or NB == 2 or NB == 4, "fp6: 1, 2 or 4 blocks a step")
     col = tl.arange(0, C4)
     units = 16 * (col // 4)  # each column's unit, as its first code
-    blk = units // BS  # each column's block in the step
     xcol = units + col % 4  # o_t's column c meets x's column 16 (c // 4) + 4 t + c % 4
     bcol = 12 * (col // 4) + col % 4  # plane t's column c: byte 12 (c // 4) + 4 t + c % 4
     n0, n1, n2, n3 = _step_scales(s_rows, nmask, k_lo, k_hi, stride_sg, BS, NB)
     for k0 in range(k_lo, k_hi, BLOCK_K):
-        sb = _column_scales(n0, n1, n2, n3, blk, NB)
+        sb = block_columns(n0, n1, n2, n3, C4, NB)  # each column's unit's block byte
         n0, n1, n2, n3 = _step_scales(s_rows, nmask, k0 + BLOCK_K, k_hi, stride_sg, BS, NB)
         wp = wrow + (k0 // 16 * 12 + bcol)[None, :]
         b0 = tl.load(wp, mask=nmask[:, None], other=0)

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
-from aoq.kernels._common import int4_cols, mma
+from aoq.kernels._common import block_columns, int4_cols, mma
 from aoq.kernels.bf16_codes import fp4_codes, int4_codes, mxfp8_codes, nibble_bytes
-from aoq.kernels.nvfp4_codes import block_scales, column_scales, nvfp4_codes
+from aoq.kernels.nvfp4_codes import block_scales, nvfp4_codes
 
 IMMA_BASE = tl.constexpr(0x49400000)
 IMMA_BASE_VALUE = tl.constexpr(786432.0)
@@ -118,7 +118,7 @@ def _pair_step(acc, acc_t, xt, b, s_cur, z_cur, WFMT: tl.constexpr, GROUP_SIZE: 
     the high ones its odd columns."""
     xe, xo = tl.split(tl.reshape(xt, (xt.shape[0], GROUP_SIZE // 2, 2)))
     if WFMT == 9:  # NVFP4: s_cur, z_cur the two blocks' steps, rounded in float32
-        d = column_scales(s_cur, z_cur, GROUP_SIZE // 2)
+        d = block_columns(s_cur, z_cur, s_cur, s_cur, GROUP_SIZE // 2, 2)
         lo, hi = nvfp4_codes(b, d, ASM, xt.dtype == tl.float16)
     elif WFMT == 4:
         lo, hi = fp4_codes(b, s_cur, BIG, ASM, xt.dtype == tl.float16)

@@ -1,21 +1,20 @@
 """MX fp6 codes (e3m2 or e2m3, four in three little-endian bytes: aoq.formats.packing) as
 bf16 pairs for decode_mma's WFMT 6 and 7 (kernels/decode_mma_fp6.py), by inline PTX.
 
-A row's codes are read as 32-bit words, three a *unit* of 16 codes (12 bytes): code i of a
-unit sits at bit 6 i of the unit's 96 bits (w0 | w1 << 32 | w2 << 64). The kernel loads a
-step's words as three planes [rows, C] (plane t holds word t of each of the C units), so
-each of the 16 outputs here is one code position i of every unit: a [rows, C] tensor that
-meets x's columns 16 j + i, j < C. Every tensor keeps the planes' shape, so no code moves
-between threads.
+A row's codes come in *units* of 16 codes, three 32-bit words (12 bytes): code i sits at bit
+6 i of w0 | w1 << 32 | w2 << 64. The loop loads a step's bytes as three uint8 planes [rows,
+4 C] (plane t: the four bytes of word t of each unit), so one assembly instance (pack 4)
+gets one unit's three words, and returns four outputs of the planes' shape: output t holds
+codes 4 t .. 4 t + 3 of the unit at its four columns, as two bf16 pairs.
 
-Assembly (pack 2: two units, j and j', per 32-bit register): ``shf`` (a funnel shift) gives
-each group of four codes its own 24 bits (codes 4-7 straddle w0 and w1, 8-11 w1 and w2);
-``prmt`` puts the same two bytes of unit j's group in a register's low half and of unit j''s
-in its high half, so both halves hold a code at the same bit offset r. Then, per pair:
+Per unit: ``shf`` (a funnel shift) gives each group of four codes its own 24 bits g (codes
+4-7 straddle w0 and w1, 8-11 w1 and w2). Codes 4 t and 4 t + 1 come from x = (g << 10 : g)
+(halves high : low, each code at offset 0 of its half), 4 t + 2 and 4 t + 3 from (g : g >> 10)
+(offset 2): a shift and a ``lop3`` select. Then, per pair (r the offset):
 
-    e3m2 (S.EEE.MM)   a = (X shifted so E.M sits at bf16 bits 5-9) & 0x03E003E0
-    e2m3 (S.EE.MMM)   a = (X shifted so E.M sits at bf16 bits 4-8) & 0x01F001F0
-                      m = ((X << (10 - r)) & 0x80008000) | a            (one lop3)
+    e3m2 (S.EEE.MM)   a = (x shifted so E.M sits at bf16 bits 5-9) & 0x03E003E0
+    e2m3 (S.EE.MMM)   a = (x shifted so E.M sits at bf16 bits 4-8) & 0x01F001F0
+                      m = ((x << (10 - r)) & 0x80008000) | a            (one lop3)
 
 m is the bf16 of v * 2**-124 (e3m2: its exponent bias 3 against bf16's 127) or v * 2**-126
 (e2m3, bias 1), subnormal codes included (a bf16 subnormal). One ``fma.rn.bf16x2`` by the
@@ -23,13 +22,14 @@ block's 2**(b - 3) (or 2**(b - 1)) gives v * 2**(b - 127) rounded once: the emul
 bf16 weight (fp6 values times a power of two are exact in bf16 unless they overflow, which
 rounds to inf as the reference's float32 value does: 28 * 2**127 is past float32's range
 too). That power of two is a bf16 for b <= 130 (e2m3: 128); larger bytes (and NaN, 255) take
-a second multiply (``BIG``, as MX fp4: kernels/bf16_codes.py). About 2.9 instructions a
-code. fp16 x: each bf16 as a float32, times the powers of two in float32, one
-``cvt.rn.f16x2.f32`` rounding a pair to fp16: the emulated path's fp16 weight.
+a second multiply (``BIG``, as MX fp4: kernels/bf16_codes.py). fp16 x: each bf16 as a
+float32, times the powers of two in float32, one ``cvt.rn.f16x2.f32`` rounding a pair to
+fp16: the emulated path's fp16 weight. About 3.8 instructions a code here; 5.0 in the sm90
+main loop with the loads and MMAs.
 
-Each half of a register takes its own unit's scale byte, so the result does not depend on
-which two elements Triton packs into one register. Under the interpreter the same values
-come from integer and float32 arithmetic (kernels/mx_dequant.elem_value).
+The four packed columns are one unit's, so one scale byte ($11) serves the instance. Under
+the interpreter the same values come from integer and float32 arithmetic
+(kernels/mx_dequant.elem_value).
 """
 
 from __future__ import annotations

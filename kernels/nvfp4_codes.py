@@ -55,18 +55,10 @@ def block_scales(sb, ts):
 
 
 @triton.jit
-def column_scales(d0, d1, C: tl.constexpr):
-    """Two blocks' steps [R] -> each of C columns' [R, C] (the first C / 2 columns the first
-    block's): a join and a broadcast, which keep the layout of the codes."""
-    v = tl.join(d0, d1)  # [R, 2]
-    return tl.reshape(tl.broadcast_to(v[:, :, None], (d0.shape[0], 2, C // 2)), (d0.shape[0], C))
-
-
-@triton.jit
 def nvfp4_codes(b, d, ASM: tl.constexpr, F16: tl.constexpr = False):
-    """uint8 [R, C] bytes of NVFP4 codes and float32 [R, C] steps (:func:`column_scales`) ->
-    (low nibbles, high nibbles) times their step, rounded to bf16 (F16: fp16), as [R, C]
-    tensors; under the interpreter float32 holding those rounded values."""
+    """uint8 [R, C] bytes of NVFP4 codes and float32 [R, C] steps (_common.block_columns of
+    the group's two blocks) -> (low nibbles, high nibbles) times their step, rounded to bf16
+    (F16: fp16), as [R, C] tensors; under the interpreter float32 holding those values."""
     if ASM:
         lo, hi = tl.inline_asm_elementwise(
             _NVFP4_F16_ASM if F16 else _NVFP4_ASM, "=r,=r,=r,=r,r,r,r,r,r", [b, d],
