@@ -2,7 +2,7 @@
 
 ``python -m bench.decode_rows [--out FILE.json]`` times, for M in {1, 8} and K x N in {8192 x
 8192, 4096 x 14336, 14336 x 4096}, each format decode_mma serves (int4-g128, int8, fp8, W4A8 g32
-on int8 codes, MX fp4, fp8 e4m3 / e5m2 and fp6 e3m2 / e2m3) at its TILE and at the variants
+on int8 codes, MX fp4, fp8 e4m3 / e5m2 and fp6 e3m2 / e2m3, NVFP4) at its TILE and at the variants
 below, as CUDA- graph replays over 8 weight copies (past L2), against bf16 F.linear. Each
 variant's output is first checked against the TILE's on the GPU: bit for bit where only the
 padding changed, to 1e-2 where the split did. Prints µs and the speedup over bf16 per case,
@@ -64,6 +64,7 @@ VARIANTS: dict[str, list[dict[str, Any]]] = {
     "mxfp6": [{"ROWS": 16}, {"num_stages": 4}, {"per_sm": 12}],
     "mxfp6e2m3": [{"ROWS": 16}],
     "mxfp8e5m2": [{"ROWS": 16}],
+    "nvfp4": [{"ROWS": 16}, {"STEP_K": 128}, {"STEP_K": 32}, {"num_stages": 4}, {"per_sm": 6}],
     "w4a8gemv": [{"PDL": True}, {"XQ": True}, {"SGM": True}],
     "w8a8act": [{"PDL": True}],
     "fp8act": [{"PDL": True}],
@@ -120,6 +121,18 @@ def _mx(elem_name: str, n: int, k: int, copies: int) -> list[tuple]:
     return out
 
 
+def _nvfp4(n: int, k: int, copies: int) -> list[tuple]:
+    from aoq.formats.nvfp4 import nvfp4_quantize
+    from aoq.formats.packing import pack_uint4
+
+    out = []
+    for _ in range(copies):
+        codes, scale, ts = nvfp4_quantize(torch.randn(n, k, device="cuda"))
+        gm = scale.view(torch.uint8).t().contiguous().t()
+        out.append((pack_uint4(codes), gm, ts.reshape(()).float()))
+    return out
+
+
 def _case(fmt: str, n: int, k: int, copies: int) -> tuple[Any, list[tuple], int]:
     """(weight format, per-copy (codes, scale, zero or flag), groups)."""
     from aoq.kernels._common import WeightFormat as W
@@ -130,6 +143,8 @@ def _case(fmt: str, n: int, k: int, copies: int) -> tuple[Any, list[tuple], int]
                     "mxfp6e2m3": (W.MX_FP6_E2M3, "FP6_E2M3"),
                     "mxfp8e5m2": (W.MX_FP8_E5M2, "FP8_E5M2")}[fmt]  # fmt: skip
         return wf, _mx(elem, n, k, copies), k // 32
+    if fmt == "nvfp4":  # e4m3 block bytes group-major, the tensor scale where MX has BIG
+        return W.NVFP4, _nvfp4(n, k, copies), k // 16
     if fmt == "w4a8gemv":  # the GEMV reads row-major scales (SGM: a group-major copy)
         return W.INT4_SYM, weights("w4a8", n, k, copies), k // 32
     if fmt in ("w8a8act", "fp8act"):  # per-channel scales [N, 1]

@@ -216,9 +216,8 @@ def mx_decode_triton(
     decode_mma's bf16-pair decode (WFMT 4 to 7: the same weights, in about half the time,
     bench/NOTES.md sessions 16, 17 and 31); anything it does not serve reads the bytes
     row-major here (fp6 too, though the dispatch keeps it off: :func:`fp6_refusal`). NVFP4
-    weights stay here: decode_mma's WFMT 9 (kernels/nvfp4_codes.py) is not routed, its
-    output came out wrong for a quantized 256 x 256 weight on an H100 (bench/NOTES.md,
-    session 31).
+    weights whose bytes come group-major (``scale`` a view with strides (1, N): the
+    weight's derived ``scale_gm``) go to decode_mma's WFMT 9 (kernels/nvfp4_codes.py).
 
     ``one_row`` (x one row): the kernel quantize-dequantizes x itself (XQDQ), in one launch,
     to the values of the activation kernel: MX weights name the activation's scale rounding
@@ -236,7 +235,8 @@ def mx_decode_triton(
     if qdata.shape[1] * 8 != k * elem.spec.bits:
         raise ValueError(f"codes {tuple(qdata.shape)} do not hold K={k} {elem.value} elements")
     s = scale.view(torch.uint8)
-    gm = big_scales is not None  # group-major bytes: strides (1, N)
+    # group-major bytes (strides (1, N)): MX with its BIG flag, NVFP4 by its strides
+    gm = big_scales is not None or (nvfp4 and s.dim() == 2 and s.stride(0) == 1 and n > 1)
     bs = NVFP4_BLOCK if nvfp4 else block_size
     if s.shape != (n, k // bs) or not (gm or s.is_contiguous()):
         raise ValueError(f"scale {tuple(s.shape)}: expected contiguous ({n}, {k // bs})")
@@ -244,7 +244,9 @@ def mx_decode_triton(
     y = torch.empty((m, n), dtype=out_dtype_for(x.dtype), device=x.device)
     if m == 0 or n == 0:
         return y.to(x.dtype)
-    wfmt = DECODE_MMA_FORMATS.get(elem) if gm and one_row is None and not nvfp4 else None
+    wfmt = DECODE_MMA_FORMATS.get(elem) if gm and one_row is None else None
+    if nvfp4:  # its tensor scale where MX passes the BIG flag
+        wfmt, big_scales = (WeightFormat.NVFP4 if gm and one_row is None else None), tensor_scale
     if wfmt is not None and dm.serves(x, qdata, k // bs, wfmt, s, big_scales):
         dm.decode_mma(x, qdata, s, big_scales, bias, y, k // bs, wfmt, split)
         return y.to(x.dtype)

@@ -148,6 +148,14 @@ class NVFP4Tensor(QuantizedWeight):
             self.qdata, scale, self.tensor_scale, dtype or self.dtype
         )
 
+    def build_derived(self) -> dict[str, Tensor]:
+        """CUDA: the e4m3 block bytes group-major, [K / 16, N] (``scale_gm``), for the bf16
+        decode kernel (kernels/decode_mma.py, WFMT 9: a tile of rows' bytes of a block in one
+        coalesced load); one byte per 8 bytes of codes (+12 % of the weight's memory)."""
+        if self.qdata.device.type != "cuda":
+            return {}
+        return {"scale_gm": self.scale.view(torch.uint8).t().contiguous()}
+
     def quantize_activation(self, x: Tensor) -> Tensor:
         """x [M, K] -> NVFP4 quantize-dequantize (dynamic tensor scale), in x's dtype."""
         return torch.ops.aoq.nvfp4_qdq(x)

@@ -55,11 +55,14 @@ def _mx_decode(x: torch.Tensor, w: MXWeight | NVFP4Tensor, bias: Any) -> torch.T
             qdq = _k.mx_cast.mx_qdq_gpu if gpu else torch.ops.aoq.mx_qdq
             x = _call("mx_qdq", qdq, x, elem.value, bs, 1, rule)
     half = x.dtype in (torch.bfloat16, torch.float16)
-    d = w.derived() if isinstance(w, MXWeight) and half else {}
+    d = w.derived() if half else {}
     if "big_scales" in d:  # MX fp4 / fp6 / fp8 on CUDA: the bf16-pair decode (decode_mma.py)
         gm, flag = d["scale_gm"].t(), d["big_scales"]
         return _call("mx_decode", _mx_decode_bf16,
                      x, w.qdata, gm, ts, elem.value, bs, fb, flag)  # fmt: skip
+    if nvfp4 and "scale_gm" in d:  # the same kernel's NVFP4 path (group-major bytes)
+        return _call("mx_decode", _k.mx_decode.mx_decode_triton,
+                     x, w.qdata, d["scale_gm"].t(), ts, elem.value, bs, fb)  # fmt: skip
     return _call("mx_decode", _k.mx_decode.mx_decode_triton,
                  x, w.qdata, scale, ts, elem.value, bs, fb)  # fmt: skip
 

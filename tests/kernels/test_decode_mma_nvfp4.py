@@ -3,13 +3,14 @@ their block's float32 step (e4m3 value times the tensor scale), rounded once to 
 checked against the emulated path's weights (aoq.formats.nvfp4.nvfp4_dequantize to x's dtype):
 bit for bit with one-hot activations, for every code under e4m3 bytes across their range (NaN
 0x7F, subnormals, 448) and tensor scales that make the steps inexact in bf16. Under
-TRITON_INTERPRET=1 (the float path) and on a GPU (the inline assembly). Not routed: a
-quantized 256 x 256 weight decoded wrong on an H100 (the xfail below, session 31)."""
+TRITON_INTERPRET=1 (the float path) and on a GPU (the inline assembly); and through
+mx_decode_triton, which routes group-major bytes here."""
 
 import pytest
 import torch
-from _mx_cases import DEV, GPU, NEEDS_KERNELS, one_hot_steps, out_dtype, same
+from _mx_cases import DEV, NEEDS_KERNELS, one_hot_steps, out_dtype, same
 from aoq.kernels import decode_mma as dm
+from aoq.kernels import mx_decode
 from aoq.kernels._common import WeightFormat
 
 from aoq.formats.nvfp4 import nvfp4_dequantize, nvfp4_quantize
@@ -49,16 +50,18 @@ def test_one_hot_is_each_emulated_weight_exactly(ts, xdt):
     for k0, x, y in one_hot_steps(n, k, xdt):
         assert dm.serves(x, q, k // 16, NV, s, t)
         dm.decode_mma(x, q, s, t, None, y, k // 16, NV, None)
-        assert same(y, x.float().cpu() @ want.T), k0
+        assert same(y.to(xdt), x.float().cpu() @ want.T), k0  # (interpreter: float32 y)
     assert y[0, 2].isnan()
 
 
-@pytest.mark.parametrize(("m", "split"), [(1, 1), (5, 3), (16, 2)])
+@pytest.mark.parametrize(
+    ("m", "split", "k"), [(1, 1, 512), (5, 3, 512), (16, 2, 512), (3, None, 48)]
+)
 @pytest.mark.parametrize("xdt", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
-def test_matches_emulated_matmul(m, split, xdt):
+def test_matches_emulated_matmul(m, split, k, xdt):
     """A quantized random weight (unaligned N, a bias, K split in ranges): the emulated
     path's product, up to float32 summation order and one rounding to x's dtype."""
-    n, k = 130, 512
+    n = 130
     g = torch.Generator().manual_seed(m)
     codes, scale, ts = nvfp4_quantize(torch.randn(n, k, generator=g) * 0.02)
     w = nvfp4_dequantize(codes, scale, ts, 16, xdt).float()
@@ -72,22 +75,18 @@ def test_matches_emulated_matmul(m, split, xdt):
     assert max_rel_error(want, y.float().cpu()) < 4e-3
 
 
-@pytest.mark.xfail(
-    GPU, strict=True,
-    reason="H100 (session 31): a quantized 256 x 256 weight at M 1 with the planned split "
-    "decodes to relative error 1.38 while the kernel tests above pass; why is open, so the "
-    "linear path does not route NVFP4 here",
-)  # fmt: skip
-def test_quantized_linear_weight_at_the_planned_split():
-    """The failing case: nvfp4_quantize of a Linear(256, 256)-like weight, x one row, the
-    split the planner picks (split=None)."""
+def test_quantized_weight_through_mx_decode_at_the_planned_split():
+    """The linear path's call: mx_decode_triton routes group-major e4m3 bytes here; a
+    quantized 256 x 256 weight, x one row, the split the planner picks. (It decoded to
+    relative error 1.38 on an H100 while the one-step-per-instance assembly gave a quarter of
+    each group's bytes the other block's step, session 32.)"""
     g = torch.Generator().manual_seed(0)
     codes, scale, ts = nvfp4_quantize((torch.rand(256, 256, generator=g) - 0.5) / 8)
     w = nvfp4_dequantize(codes, scale, ts, 16, torch.bfloat16).float()
     x = torch.randn(1, 256, generator=g).to(torch.bfloat16)
     gm = scale.view(torch.uint8).t().contiguous().t().to(DEV)
-    y = torch.empty(1, 256, dtype=out_dtype(torch.bfloat16), device=DEV)
-    dm.decode_mma(x.to(DEV), pack_uint4(codes).to(DEV), gm, ts.to(DEV), None, y, 16, NV, None)
+    y = mx_decode.mx_decode_triton(x.to(DEV), pack_uint4(codes).to(DEV), gm, ts.to(DEV),
+                                   "fp4_e2m1", 16, None)  # fmt: skip
     assert max_rel_error(x.float() @ w.T, y.float().cpu()) < 4e-3
 
 
@@ -101,4 +100,5 @@ def test_serves_what_it_computes():
     assert not dm.serves(x, q, 2, NV, s, t)  # blocks of 32 are not NVFP4's
     x48 = torch.zeros(1, 48, dtype=torch.bfloat16, device=DEV)
     q48, s48, t48, _ = _weight(8, 48, 1.0, False, torch.bfloat16)
-    assert not dm.serves(x48, q48, 3, NV, s48, t48)  # K not a multiple of 32
+    assert dm.serves(x48, q48, 3, NV, s48, t48)  # K a multiple of 16
+    assert not dm.serves(x48[:, :40], q48, 3, NV, s48, t48)  # x's K is not the codes'
