@@ -64,7 +64,7 @@ VARIANTS: dict[str, list[dict[str, Any]]] = {
     "mxfp6": [{"ROWS": 16}, {"num_stages": 4}, {"per_sm": 12}],
     "mxfp6e2m3": [{"ROWS": 16}],
     "mxfp8e5m2": [{"ROWS": 16}],
-    "nvfp4": [{"ROWS": 16}, {"STEP_K": 128}, {"STEP_K": 32}, {"num_stages": 4}, {"per_sm": 6}],
+    "nvfp4": [{"ROWS": 16}, {"num_stages": 4}],
     "w4a8gemv": [{"PDL": True}, {"XQ": True}, {"SGM": True}],
     "w8a8act": [{"PDL": True}],
     "fp8act": [{"PDL": True}],

@@ -200,9 +200,9 @@ def serves(
     (aoq.tensors.mx.big_scale_flag: its length says whether the host knows its value); MX
     fp6 also K a multiple of FP6_STEP and codes 4-byte aligned in their storage (its offset:
     a fake tensor under torch.compile has no address). NVFP4: ``groups`` K / 16 (e4m3
-    bytes as the scale), K a multiple of 16, the float32 tensor scale as ``zero``."""
+    bytes as the scale), K a multiple of 32, the float32 tensor scale as ``zero``."""
     if wfmt is WeightFormat.NVFP4:
-        if zero is None or zero.dtype != torch.float32 or zero.numel() != 1 or x.shape[1] % 16:
+        if zero is None or zero.dtype != torch.float32 or zero.numel() != 1 or x.shape[1] % 32:
             return False
         if backend_of(x.device) is Backend.ROCM:  # its float path flushes subnormals
             return False
@@ -312,8 +312,8 @@ def decode_mma(
         )
     per_channel = wfmt in (WeightFormat.INT8, WeightFormat.FP8)
     gs = 16 if per_channel else k // groups
-    if wfmt is WeightFormat.NVFP4:  # its group: one block of 16 (nvfp4_codes.py)
-        gs = 16
+    if wfmt is WeightFormat.NVFP4:  # its group: two blocks of 16 (an MMA's K a nibble half)
+        gs = 32
     bk = splitk.k_step(k, FP6_STEP if wfmt in FP6_FORMATS else gs, want)
     cfg["PREF"] = cfg.get("PREF", False) and bk // gs in (1, 2, 4)
     n_prog = triton.cdiv(n, bn)

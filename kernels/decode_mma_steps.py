@@ -10,7 +10,7 @@ import triton
 import triton.language as tl
 from aoq.kernels._common import int4_cols, mma
 from aoq.kernels.bf16_codes import fp4_codes, int4_codes, mxfp8_codes, nibble_bytes
-from aoq.kernels.nvfp4_codes import block_scales, nvfp4_values
+from aoq.kernels.nvfp4_codes import block_scales, nvfp4_codes
 
 IMMA_BASE = tl.constexpr(0x49400000)
 IMMA_BASE_VALUE = tl.constexpr(786432.0)
@@ -32,9 +32,11 @@ def _group_params(s_ptr, z_ptr, srow, nmask, k0, k_hi, stride_sg, WFMT: tl.const
     zeros from k_hi on."""
     m = nmask & (k0 < k_hi)
     g = (k0 // GROUP_SIZE) * stride_sg  # < 2**31: the scale tensor has fewer elements
-    if WFMT == 9:  # NVFP4 (a group: one block of 16): its float32 step d as s (z unused)
-        s = block_scales(tl.load(s_ptr + srow + g, mask=m, other=0).to(tl.int32), tl.load(z_ptr))
-        z = s
+    if WFMT == 9:  # NVFP4: the group's two blocks of 16, their float32 steps as (s, z)
+        g = (k0 // 16) * stride_sg
+        ts = tl.load(z_ptr)
+        s = block_scales(tl.load(s_ptr + srow + g, mask=m, other=0).to(tl.int32), ts)
+        z = block_scales(tl.load(s_ptr + srow + g + stride_sg, mask=m, other=0).to(tl.int32), ts)
     else:
         s = tl.load(s_ptr + srow + g, mask=m, other=0)
         if WFMT == 1 and ZW:  # int32 words of four groups' zero points, a byte each
@@ -89,9 +91,8 @@ def _nibble_step(acc, acc_t, xt, b, s_cur, z_cur, WFMT: tl.constexpr,
     """One group of two codes a byte. int4 sums the group apart and scales it; MX fp4 has
     the scale in the codes' values. IMMA (W4A8, symmetric int8 x): 16 q as int8 in k order
     on the integer MMA, its sums read back as float32 (IMMA_BASE: the same integers the bf16
-    path sums, exactly); NVFP4 (a group: one block of 16): its values in k order, summed
-    apart and times the block's step; otherwise bf16 pairs, the low nibbles meeting x's even
-    columns, the high ones its odd."""
+    path sums, exactly); otherwise bf16 pairs, the low nibbles meeting x's even columns, the high
+    ones its odd."""
     if IMMA:
         tl.static_assert(GROUP_SIZE <= 256, "IMMA_BASE holds the sums of groups up to 256")
         lo, hi = nibble_bytes(b, ASM)
@@ -103,17 +104,6 @@ def _nibble_step(acc, acc_t, xt, b, s_cur, z_cur, WFMT: tl.constexpr,
         else:
             part = mma(xt, tl.trans(w), tl.full(acc.shape, IMMA_BASE, tl.int32), UPCAST, "ieee")
             acc += (part.to(tl.float32, bitcast=True) - IMMA_BASE_VALUE) * s_cur[None, :]
-    elif WFMT == 9:  # NVFP4 (nvfp4_codes.py): the block's Σ v x, times its step
-        lo, hi = nvfp4_values(b, ASM, xt.dtype == tl.float16)
-        w = tl.reshape(tl.join(lo, hi), (b.shape[0], GROUP_SIZE))  # byte j: k = 2j, 2j + 1
-        if not UPCAST:
-            w = w.to(xt.dtype)
-        if WT:
-            part = mma(w, tl.trans(xt), tl.zeros(acc_t.shape, dtype=tl.float32), UPCAST, "ieee")
-            acc_t += part * s_cur[:, None]
-        else:
-            part = mma(xt, tl.trans(w), tl.zeros(acc.shape, dtype=tl.float32), UPCAST, "ieee")
-            acc += part * s_cur[None, :]
     else:
         acc, acc_t = _pair_step(acc, acc_t, xt, b, s_cur, z_cur, WFMT, GROUP_SIZE, BIG, ASM,
                                 UPCAST, WT)  # fmt: skip
@@ -127,16 +117,22 @@ def _pair_step(acc, acc_t, xt, b, s_cur, z_cur, WFMT: tl.constexpr, GROUP_SIZE: 
     """_nibble_step on bf16 pairs: the low nibbles of bytes ``b`` meet x's even columns,
     the high ones its odd columns."""
     xe, xo = tl.split(tl.reshape(xt, (xt.shape[0], GROUP_SIZE // 2, 2)))
-    if WFMT == 4:
+    if WFMT == 9:  # NVFP4: s_cur, z_cur the two blocks' steps, rounded in float32
+        # each byte column's block's step by a select (nvfp4_codes.py: a join and a reshape
+        # of the two gave rows the next row's steps on an H100)
+        half = tl.arange(0, GROUP_SIZE // 2)[None, :] < GROUP_SIZE // 4
+        d = tl.where(half, s_cur[:, None], z_cur[:, None])
+        lo, hi = nvfp4_codes(b, d, ASM, xt.dtype == tl.float16)
+    elif WFMT == 4:
         lo, hi = fp4_codes(b, s_cur, BIG, ASM, xt.dtype == tl.float16)
     else:
         lo, hi = int4_codes(b, z_cur, ASM, xt.dtype == tl.float16)
     if not UPCAST:
         lo, hi = lo.to(xt.dtype), hi.to(xt.dtype)
-    if WFMT == 4 and WT:
+    if (WFMT == 4 or WFMT == 9) and WT:
         acc_t = mma(lo, tl.trans(xe), acc_t, UPCAST, "ieee")
         acc_t = mma(hi, tl.trans(xo), acc_t, UPCAST, "ieee")
-    elif WFMT == 4:
+    elif WFMT == 4 or WFMT == 9:
         acc = mma(xe, tl.trans(lo), acc, UPCAST, "ieee")
         acc = mma(xo, tl.trans(hi), acc, UPCAST, "ieee")
     elif WT:

@@ -1,50 +1,62 @@
-"""NVFP4 weight codes for decode_mma's WFMT 9 (decode_mma_steps.py).
+"""NVFP4 weight codes as bf16 (or fp16) pairs for decode_mma's WFMT 9 (decode_mma_steps.py).
 
 NVFP4 is fp4 e2m1 codes (two a byte, the first in the low nibble) in blocks of 16, each block
 scaled by an e4m3 value times one float32 tensor scale: the emulated path's weight is
-``f32(v * f32(e4m3 * ts))`` rounded once to x's dtype (aoq.formats.nvfp4). That step is an
-arbitrary float32, so unlike MX's power of two it cannot ride the bf16 multiply that places
-the codes. decode_mma takes each block apart instead, as int4 takes its groups:
+``f32(v * f32(e4m3 * ts))`` rounded once to x's dtype (aoq.formats.nvfp4). That scale is an
+arbitrary float32, so unlike MX's power of two it cannot ride a bf16 multiply; the product is
+taken in float32 as the reference takes it:
 
 - MX fp4's placement (kernels/bf16_codes.py) gives the bf16 of v * 2**-126 for a pair of
-  codes; one ``fma.rn.bf16x2`` by 2**126 makes it v, exactly (v is 0, 0.5 ... 6; fp16 x: the
-  same v as fp16);
-- a block's 16 codes (8 bytes: byte j holds codes 2j and 2j + 1, the pair a thread holds in
-  the MMA operand's layout) meet x's 16 columns in one MMA into zeros, whose float32 sums
-  Σ v x then take the block's step d = f32(e4m3) * ts: one FMA per output a block.
+  codes; one ``fma.rn.bf16x2`` by 2**126 makes it v, exactly (v is 0, 0.5 ... 6);
+- each half as a float32 (a shift, a mask), times the block's float32 scale d (one
+  rounding: the reference's product), and one ``cvt.rn.bf16x2.f32`` (``f16x2``) rounds the
+  pair to x's dtype as the reference's cast does. A NaN block scale (e4m3 0x7F) makes the
+  block NaN, 0 * NaN included, as the reference's.
 
-Against the emulated weights this rounds differently (Σ v x times d, not Σ bf16(v d) x): with
-one nonzero x per row it is the emulated weight bit for bit (f32(v d), rounded once to x's
-dtype on the store), and otherwise the float32 product is closer to the exact one. A NaN
-block step (e4m3 0x7F) makes its rows' outputs NaN, as the emulated matmul's 0 * NaN does.
-The per-column steps the first build multiplied in instead took 589 SASS instructions a
-64-code step on sm90 (shuffles to the operand's layout included) against MX fp4's 278.
+The kernel's group is two NVFP4 blocks (32 codes: an MMA's K of 16 for each nibble half), so
+the scale input holds each column's block's d ([R, 16]: columns 0-7 the first block's low and
+high nibbles' half, 8-15 the second's), one step per byte into the assembly.
+
+Two cheaper builds decoded wrong on an H100 while the interpreter was right (session 32,
+bench/NOTES.md): the steps broadcast to the columns by a join and a reshape
+(_common.block_columns) gave each row the next row's steps, and each block summed apart on
+the MMA (its values in k order, a join and a reshape of the nibble halves, then times the
+block's step: 424 SASS instructions a 64-code step against this build's 589) scrambled the
+codes. This build selects each column's step with ``tl.where``.
 """
 
 from __future__ import annotations
 
 import triton
 import triton.language as tl
-from aoq.kernels.bf16_codes import _FP4_HEAD, _FP4_ONE, _FP4_PAIR, _f16_pair
+from aoq.kernels.bf16_codes import _FP4_HEAD, _FP4_PAIR
 from aoq.kernels.mx_dequant import elem_value
+from aoq.kernels.mx_packed import rne_bf16
 
 
-def _values_asm(f16: bool) -> str:
-    """Four bytes ($4) -> the values v of their low nibbles ($0 $1) and high nibbles ($2 $3),
-    two bytes each, as bf16 pairs (``f16``: fp16), exactly."""
-    if f16:  # p: 2**126 as a float32
-        mul, scale = _f16_pair("m", "${o}", False), ".reg .b32 a0, a1;\nmov.b32 p, 0x7E800000;\n"
-    else:  # p: 2**126 in both bf16 halves
-        mul, scale = _FP4_ONE, "mov.b32 p, 0x7E807E80;\n"
+def _nvfp4_asm(f16: bool) -> str:
+    """Four bytes ($4) -> low nibbles ($0 $1) and high nibbles ($2 $3) of two bytes each, each
+    byte's codes times its own float32 step ($5-$8: byte i's is $(5 + i)), rounded once to
+    bf16 (fp16). Whether the four bytes an instance packs share a block depends on the layout
+    Triton gives the codes, so none is assumed."""
+    ty = "f16x2" if f16 else "bf16x2"
+    mul = (
+        "fma.rn.bf16x2 m, m, p, nz;\nshl.b32 f0, m, 16;\nand.b32 f1, m, 0xFFFF0000;\n"
+        "mul.rn.f32 f0, f0, ${d0};\nmul.rn.f32 f1, f1, ${d1};\n"
+        f"cvt.rn.{ty}.f32 ${{o}}, f1, f0;\n"
+    )
     pairs = [
-        _FP4_PAIR.format(t=t, mul=mul.format(o=lo), mul_hi=mul.format(o=hi))
-        for t, lo, hi in (("t0", 0, 2), ("t1", 1, 3))
+        _FP4_PAIR.format(
+            t=t, mul=mul.format(o=lo, d0=d, d1=d + 1), mul_hi=mul.format(o=hi, d0=d, d1=d + 1)
+        )
+        for t, lo, hi, d in (("t0", 0, 2, 5), ("t1", 1, 3, 7))
     ]
-    return "{" + _FP4_HEAD + scale + "".join(pairs) + "}"
+    head = _FP4_HEAD + ".reg .b32 f0, f1;\nmov.b32 p, 0x7E807E80;\n"  # p: 2**126, both halves
+    return "{" + head + "".join(pairs) + "}"
 
 
-_VALUES_ASM = tl.constexpr(_values_asm(False))
-_VALUES_F16_ASM = tl.constexpr(_values_asm(True))
+_NVFP4_ASM = tl.constexpr(_nvfp4_asm(False))
+_NVFP4_F16_ASM = tl.constexpr(_nvfp4_asm(True))
 
 
 @triton.jit
@@ -54,17 +66,24 @@ def block_scales(sb, ts):
 
 
 @triton.jit
-def nvfp4_values(b, ASM: tl.constexpr, F16: tl.constexpr = False):
-    """uint8 [R, C] bytes of NVFP4 codes -> (low nibbles' values, high nibbles' values) as
-    [R, C] bf16 (F16: fp16) tensors, exact; under the interpreter float32."""
+def nvfp4_codes(b, d, ASM: tl.constexpr, F16: tl.constexpr = False):
+    """uint8 [R, C] bytes of NVFP4 codes and float32 [R, C] steps (_common.block_columns of
+    the group's two blocks) -> (low nibbles, high nibbles) times their step, rounded to bf16
+    (F16: fp16), as [R, C] tensors; under the interpreter float32 holding those values."""
     if ASM:
         lo, hi = tl.inline_asm_elementwise(
-            _VALUES_F16_ASM if F16 else _VALUES_ASM, "=r,=r,=r,=r,r", [b],
+            _NVFP4_F16_ASM if F16 else _NVFP4_ASM, "=r,=r,=r,=r,r,r,r,r,r", [b, d],
             dtype=(tl.float16, tl.float16) if F16 else (tl.bfloat16, tl.bfloat16),
             is_pure=True, pack=4,
         )  # fmt: skip
     else:
         p = b.to(tl.int32)
-        lo = elem_value(p & 15, 2, 1, 1, 0)
-        hi = elem_value(p >> 4, 2, 1, 1, 0)
+        lo = elem_value(p & 15, 2, 1, 1, 0) * d
+        hi = elem_value(p >> 4, 2, 1, 1, 0) * d
+        if F16:
+            lo = lo.to(tl.float16).to(tl.float32)
+            hi = hi.to(tl.float16).to(tl.float32)
+        else:  # the interpreter's float32 -> bf16 cast truncates: round by hand
+            lo = (rne_bf16(lo) << 16).to(tl.float32, bitcast=True)
+            hi = (rne_bf16(hi) << 16).to(tl.float32, bitcast=True)
     return lo, hi

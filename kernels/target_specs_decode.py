@@ -77,9 +77,9 @@ def decode_mma_specs(target: str) -> list[Spec]:
         decode_mma("mxwo_fp4.decode_mma", 4, 32, 64, target),
         decode_mma("mxwo_fp8.decode_mma", 5, 32, 128, target),
         decode_mma("mx_fp8_e5m2.decode_mma", 8, 32, 128, target),
-        # NVFP4 (nvfp4_codes.py): a group is one e4m3-scaled block of 16
-        decode_mma("nvfp4wo.decode_mma", 9, 16, 64, target),
-        decode_mma("nvfp4wo.decode_mma_fp16", 9, 16, 64, target, fp16=True),
+        # NVFP4 (nvfp4_codes.py): groups of two e4m3-scaled blocks of 16
+        decode_mma("nvfp4wo.decode_mma", 9, 32, 64, target),
+        decode_mma("nvfp4wo.decode_mma_fp16", 9, 32, 64, target, fp16=True),
         # MX fp6 (decode_mma_fp6.py): e3m2 and e2m3, four blocks a step
         decode_mma("mxwo_fp6_e3m2.decode_mma", 6, 32, 128, target),
         decode_mma("mx_fp6_e2m3.decode_mma", 7, 32, 128, target),

@@ -50,18 +50,16 @@ def test_one_hot_is_each_emulated_weight_exactly(ts, xdt):
     for k0, x, y in one_hot_steps(n, k, xdt):
         assert dm.serves(x, q, k // 16, NV, s, t)
         dm.decode_mma(x, q, s, t, None, y, k // 16, NV, None)
-        assert same(y.to(xdt), x.float().cpu() @ want.T), k0  # (interpreter: float32 y)
+        assert same(y, x.float().cpu() @ want.T), k0
     assert y[0, 2].isnan()
 
 
-@pytest.mark.parametrize(
-    ("m", "split", "k"), [(1, 1, 512), (5, 3, 512), (16, 2, 512), (3, None, 48)]
-)
+@pytest.mark.parametrize(("m", "split"), [(1, 1), (5, 3), (16, 2)])
 @pytest.mark.parametrize("xdt", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
-def test_matches_emulated_matmul(m, split, k, xdt):
+def test_matches_emulated_matmul(m, split, xdt):
     """A quantized random weight (unaligned N, a bias, K split in ranges): the emulated
     path's product, up to float32 summation order and one rounding to x's dtype."""
-    n = 130
+    n, k = 130, 512
     g = torch.Generator().manual_seed(m)
     codes, scale, ts = nvfp4_quantize(torch.randn(n, k, generator=g) * 0.02)
     w = nvfp4_dequantize(codes, scale, ts, 16, xdt).float()
@@ -78,8 +76,8 @@ def test_matches_emulated_matmul(m, split, k, xdt):
 def test_quantized_weight_through_mx_decode_at_the_planned_split():
     """The linear path's call: mx_decode_triton routes group-major e4m3 bytes here; a
     quantized 256 x 256 weight, x one row, the split the planner picks. (It decoded to
-    relative error 1.38 on an H100 while the one-step-per-instance assembly gave a quarter of
-    each group's bytes the other block's step, session 32.)"""
+    relative error 1.38 on an H100 while each column's step came from a join and reshape of
+    the two blocks' steps, which gave rows the next row's steps; session 32.)"""
     g = torch.Generator().manual_seed(0)
     codes, scale, ts = nvfp4_quantize((torch.rand(256, 256, generator=g) - 0.5) / 8)
     w = nvfp4_dequantize(codes, scale, ts, 16, torch.bfloat16).float()
@@ -100,5 +98,4 @@ def test_serves_what_it_computes():
     assert not dm.serves(x, q, 2, NV, s, t)  # blocks of 32 are not NVFP4's
     x48 = torch.zeros(1, 48, dtype=torch.bfloat16, device=DEV)
     q48, s48, t48, _ = _weight(8, 48, 1.0, False, torch.bfloat16)
-    assert dm.serves(x48, q48, 3, NV, s48, t48)  # K a multiple of 16
-    assert not dm.serves(x48[:, :40], q48, 3, NV, s48, t48)  # x's K is not the codes'
+    assert not dm.serves(x48, q48, 3, NV, s48, t48)  # K not a multiple of 32
