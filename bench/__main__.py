@@ -9,9 +9,10 @@ config x dtype x shape against bf16 F.linear and torchao), the quantize/cast ker
 training step and aoq's host overhead. Every row goes to ``OUT/<run_id>.jsonl`` and the SQLite
 store as its test finishes; a summary of speedups is printed last. ``--only`` globs match test
 ids such as ``int4wo-g128/bf16/cuda/M1-K4096-N4096/aoq`` (the baselines a selected test needs
-come along). ``--budget-s``: tests that would start later are skipped with that reason
-(default: 480 s on GPUs, so a full run fits one 10-minute call; 1800 s on CPUs, 50 s for a
-quick CPU run; 0 for none). ``--container`` runs the same command inside the backend's image
+come along). ``--budget-s``: tests that would start more than N seconds after the command
+started (its set-up and collection included) are skipped with that reason (default: 480 s on
+GPUs, so a full run fits one 10-minute call; 1800 s on CPUs, 50 s for a quick CPU run; 0 for
+none). ``--container`` runs the same command inside the backend's image
 (ci/container.py). Exit status: 0, 1 if a test failed (an aoq kernel raised), 2 on bad usage.
 """
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import sys
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -62,7 +64,11 @@ def resolve_backend(name: str) -> str:
     return name
 
 
-def pytest_args(args: argparse.Namespace, backend: str, argv: list[str]) -> list[str]:
+def pytest_args(
+    args: argparse.Namespace, backend: str, argv: list[str], started: float | None = None
+) -> list[str]:
+    """The pytest command line; ``started``: the command's time.monotonic() at its start, from
+    which the budget counts (pytest runs in this process, so the clocks agree)."""
     budget = args.budget_s
     if budget is None:
         budget = DEFAULT_BUDGET_S.get(("gpu" if backend in GPU else "cpu", args.quick))
@@ -81,12 +87,14 @@ def pytest_args(args: argparse.Namespace, backend: str, argv: list[str]) -> list
         out.append("--benchmark-quiet")
     out += ["--bench-quick"] if args.quick else []
     out += [f"--bench-budget-s={budget:g}"] if budget else []
+    out += [f"--bench-started={started!r}"] if budget and started is not None else []
     out += ["--bench-no-torchao"] if args.no_torchao else []
     out += [f"--bench-only={g}" for g in args.only]
     return out + list(args.pytest_args)
 
 
 def main(argv: list[str] | None = None) -> int:
+    started = time.monotonic()
     argv = list(sys.argv[1:] if argv is None else argv)
     if "--container" in argv:  # the same command inside the backend's image
         from ci.container import module_in_container
@@ -100,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     import pytest
 
-    code = int(pytest.main(pytest_args(args, backend, argv)))
+    code = int(pytest.main(pytest_args(args, backend, argv, started)))
     if code == pytest.ExitCode.NO_TESTS_COLLECTED:
         print(f"bench: no test matches --only {args.only}", file=sys.stderr)
         return 2

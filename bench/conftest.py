@@ -36,6 +36,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--bench-out", default="reports/runs", help="directory of the run's JSONL")
     g.addoption("--bench-store", default="reports/results.sqlite", help="'' for none")
     g.addoption("--bench-budget-s", type=float, default=None, help="skip what starts later")
+    g.addoption("--bench-started", type=float, default=None,
+                help="time.monotonic() at the command's start (the budget's)")  # fmt: skip
     g.addoption("--bench-no-torchao", action="store_true")
     g.addoption("--bench-argv", default="", help="python -m bench's arguments (run header)")
 
@@ -114,6 +116,7 @@ class BenchPlugin:
             out=Path(opt("--bench-out")),
             store=Path(store) if store else None,
             budget_s=opt("--bench-budget-s"),
+            started=opt("--bench-started"),
             torchao=not opt("--bench-no-torchao"),
             # "bench" first: reports/regress.py names a bench series by argv[0]
             argv=("bench", *opt("--bench-argv").split()),

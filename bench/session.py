@@ -38,6 +38,9 @@ class Options:
     out: Path = Path("reports/runs")
     store: Path | None = Path("reports/results.sqlite")
     budget_s: float | None = None
+    started: float | None = None
+    """time.monotonic() when ``python -m bench`` started (the budget counts from it, collection
+    included); None: from the session's first test."""
     torchao: bool = True
     argv: tuple[str, ...] = ()
 
@@ -50,9 +53,15 @@ class Budget:
     """Wall-clock budget of the run: tests that would start past it are skipped (their rows
     recorded as skip, reason 'budget'); optional work asks ``affords`` first."""
 
-    def __init__(self, seconds: float | None, prior_s: float, clock: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        seconds: float | None,
+        prior_s: float,
+        clock: Callable[[], float],
+        start: float | None = None,
+    ) -> None:
         self.clock = clock
-        self.start = clock()
+        self.start = clock() if start is None else start
         self.seconds = seconds
         self.prior_s = prior_s
         self.spent: dict[str, list[float]] = defaultdict(list)
@@ -97,7 +106,7 @@ class BenchSession:
         self.opts = opts
         self.device = torch.device("cuda" if opts.gpu else "cpu")
         prior = PRIOR_S["quick" if opts.quick else ("gpu" if opts.gpu else "cpu")]
-        self.budget = Budget(opts.budget_s, prior, clock)
+        self.budget = Budget(opts.budget_s, prior, clock, opts.started)
         self.torchao = baselines.torchao_version() if opts.torchao else None
         self.run: RunInfo | None = None
         self.writer: JsonlWriter | None = None

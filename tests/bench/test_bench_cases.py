@@ -110,6 +110,8 @@ def test_budget_skips_late_tests_and_plans_compiles():
     now[0] = 100.0
     assert b.expired()
     assert Budget(None, 1.0, clock=lambda: 1e9).left() == float("inf")
+    early = Budget(100.0, 1.0, clock=lambda: 50.0, start=20.0)  # the command started at 20
+    assert early.elapsed() == 30.0 and early.left() == 70.0
 
 
 def test_goal_compiles_are_the_decode_goal_cells():
@@ -189,8 +191,10 @@ def test_main_builds_the_pytest_command_and_delegates_containers(monkeypatch):
     assert "--bench-budget-s=50" in cmd  # the quick CPU default
     gpu = entry.pytest_args(entry._parser().parse_args([]), "cuda", [])
     assert "--bench-budget-s=480" in gpu
-    none = entry.pytest_args(entry._parser().parse_args(["--budget-s", "0"]), "cuda", [])
-    assert not any(a.startswith("--bench-budget-s") for a in none)
+    none = entry.pytest_args(entry._parser().parse_args(["--budget-s", "0"]), "cuda", [], 5.0)
+    assert not any(a.startswith(("--bench-budget-s", "--bench-started")) for a in none)
+    timed = entry.pytest_args(entry._parser().parse_args([]), "cuda", [], 12.5)
+    assert "--bench-started=12.5" in timed
     seen = []
     monkeypatch.setattr(ci.container, "module_in_container", lambda *a: seen.append(a) or 0)
     assert entry.main(["--container", "--backend", "cuda", "--quick"]) == 0
