@@ -187,7 +187,11 @@ def block_columns(s0, s1, s2, s3, W: tl.constexpr, NB: tl.constexpr):
     block c // (W / NB)'s value (s1-s3 unused below NB). A join and a broadcast, which take
     the layout of what uses them: a gathered 2-D load of the same values imposes its own,
     and Triton then moves every decoded weight through shared memory to the MMA's layout
-    (session 31, sm90 TTGIR)."""
+    (session 31, sm90 TTGIR). Not at NB 2 over W 16: there Triton 3.6 gave rows the next
+    row's values on an H100 while the interpreter was right (NVFP4's steps, session 32; MX
+    fp6's 64-code steps, the same shape, decoded wrong in session 31). NB 2 over 32 columns
+    and NB 4 over 32 are right on the GPU, bit for bit (tests/kernels/test_decode_mma_fp6.py)."""
+    tl.static_assert(not (NB == 2 and W == 16), "block_columns: NB 2 over W 16 miscompiles")
     R: tl.constexpr = s0.shape[0]
     if NB == 1:
         out = tl.broadcast_to(s0[:, None], (R, W))
