@@ -1,4 +1,4 @@
-"""What the MX decode_mma tests share (test_decode_mma_mx.py, test_decode_mma_fp6.py): where
+"""What the MX and NVFP4 decode_mma tests share (test_decode_mma_mx.py, _fp6.py, _nvfp4.py): where
 they run (TRITON_INTERPRET=1 before import, or a GPU), the output dtype there, and the
 comparison of a one-hot product with the emulated path's weights."""
 
@@ -39,10 +39,16 @@ def random_case(elem, n: int, k: int, m: int, xdt: torch.dtype, seed: int) -> tu
     return codes, scale, x, bias, x.float() @ w.T + bias.float()
 
 
-def one_hot_steps(n: int, k: int, xdt: torch.dtype):
-    """(k0, x, y) for k0 = 0, 16, ...: x [16, k] whose row r is e_{k0 + r}, y an empty [16, n]
-    output: a decode of x is then the weight's columns k0 .. k0 + 15, one exact term each."""
+def one_hot_decodes(q, scale, zero, groups: int, wfmt, n: int, k: int, xdt: torch.dtype):
+    """(k0, x, y) for k0 = 0, 16, ...: x [16, k] whose row r is e_{k0 + r}, y [16, n] its
+    decode by decode_mma (asserted to serve it) from codes ``q``, ``scale`` and ``zero``: the
+    weight's columns k0 .. k0 + 15, one exact term each."""
+    from aoq.kernels import decode_mma as dm
+
     for k0 in range(0, k, 16):
         x = torch.zeros(16, k, dtype=xdt, device=DEV)
         x[torch.arange(16), k0 + torch.arange(16)] = 1.0
-        yield k0, x, torch.empty(16, n, dtype=out_dtype(xdt), device=DEV)
+        y = torch.empty(16, n, dtype=out_dtype(xdt), device=DEV)
+        assert dm.serves(x, q, groups, wfmt, scale, zero)
+        dm.decode_mma(x, q, scale, zero, None, y, groups, wfmt, None)
+        yield k0, x, y

@@ -7,7 +7,7 @@ integer and float32 path) and on a GPU (the inline assembly)."""
 
 import pytest
 import torch
-from _mx_cases import DEV, NEEDS_KERNELS, OUT, one_hot_steps, out_dtype, random_case, same
+from _mx_cases import DEV, NEEDS_KERNELS, OUT, one_hot_decodes, out_dtype, random_case, same
 from aoq.kernels import decode_mma as dm
 from aoq.kernels._common import WeightFormat
 
@@ -71,9 +71,7 @@ def test_one_hot_is_each_emulated_weight_exactly(wfmt, big, host, xdt):
     q, s, want = _weight(wfmt, n, k, small + LARGE if big else small, dtype=xdt)
     sg = s.t().contiguous().t()
     flag = _flag(s, wfmt, host)
-    for k0, x, y in one_hot_steps(n, k, xdt):
-        assert dm.serves(x, q, k // 32, wfmt, sg, flag)
-        dm.decode_mma(x, q, sg, flag, None, y, k // 32, wfmt, None)
+    for k0, x, y in one_hot_decodes(q, sg, flag, k // 32, wfmt, n, k, xdt):
         assert same(y, x.float().cpu() @ want.T), k0
         if k0 == 0 and big:  # (in fp16 more of row 4 overflows: 0 * inf makes y[3, 4] NaN)
             assert y[0, 5].isnan() and (xdt != torch.bfloat16 or y[3, 4].item() == float("inf"))

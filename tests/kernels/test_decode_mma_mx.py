@@ -7,7 +7,7 @@ Under TRITON_INTERPRET=1 (the float path) and on a GPU (the inline assembly)."""
 
 import pytest
 import torch
-from _mx_cases import DEV, GPU, NEEDS_KERNELS, OUT, one_hot_steps, out_dtype, random_case, same
+from _mx_cases import DEV, GPU, NEEDS_KERNELS, OUT, one_hot_decodes, out_dtype, random_case, same
 from aoq.kernels import decode_mma as dm
 from aoq.kernels._common import WeightFormat
 
@@ -103,9 +103,7 @@ def test_one_hot_is_each_emulated_weight_exactly(wfmt, big, group_major, host, x
     sc = s.t().contiguous().t() if group_major else s
     flag = _flag(s, host, wfmt)
     assert flag.numel() == (1 if not host else 2 if big else 0)
-    for k0, x, y in one_hot_steps(n, k, xdt):
-        assert dm.serves(x, q, k // 32, wfmt, sc, flag)
-        dm.decode_mma(x, q, sc, flag, None, y, k // 32, wfmt, None)
+    for k0, x, y in one_hot_decodes(q, sc, flag, k // 32, wfmt, n, k, xdt):
         assert same(y, x.float().cpu() @ want.T), k0
         if k0 == 0 and big:  # (in fp16 more of row 1 overflows: 0 * inf makes y[3, 1] NaN)
             assert y[0, 2].isnan() and (xdt != torch.bfloat16 or y[3, 1].item() == float("inf"))

@@ -8,7 +8,7 @@ mx_decode_triton, which routes group-major bytes here."""
 
 import pytest
 import torch
-from _mx_cases import DEV, NEEDS_KERNELS, one_hot_steps, out_dtype, same
+from _mx_cases import DEV, NEEDS_KERNELS, one_hot_decodes, out_dtype, same
 from aoq.kernels import decode_mma as dm
 from aoq.kernels import mx_decode
 from aoq.kernels._common import WeightFormat
@@ -47,9 +47,7 @@ def test_one_hot_is_each_emulated_weight_exactly(ts, xdt):
     [n, k] in x's dtype, every code under every byte (a NaN block makes its row NaN)."""
     n, k = 72, 64
     q, s, t, want = _weight(n, k, ts, True, xdt)
-    for k0, x, y in one_hot_steps(n, k, xdt):
-        assert dm.serves(x, q, k // 16, NV, s, t)
-        dm.decode_mma(x, q, s, t, None, y, k // 16, NV, None)
+    for k0, x, y in one_hot_decodes(q, s, t, k // 16, NV, n, k, xdt):
         assert same(y, x.float().cpu() @ want.T), k0
     assert y[0, 2].isnan()
 
