@@ -244,11 +244,10 @@ def mx_decode_triton(
     y = torch.empty((m, n), dtype=out_dtype_for(x.dtype), device=x.device)
     if m == 0 or n == 0:
         return y.to(x.dtype)
-    wfmt = DECODE_MMA_FORMATS.get(elem) if gm and one_row is None else None
-    if nvfp4:  # its tensor scale where MX passes the BIG flag
-        wfmt, big_scales = (WeightFormat.NVFP4 if gm and one_row is None else None), tensor_scale
-    if wfmt is not None and dm.serves(x, qdata, k // bs, wfmt, s, big_scales):
-        dm.decode_mma(x, qdata, s, big_scales, bias, y, k // bs, wfmt, split)
+    wfmt = WeightFormat.NVFP4 if nvfp4 else DECODE_MMA_FORMATS.get(elem)
+    zero = tensor_scale if nvfp4 else big_scales  # NVFP4's where MX passes the BIG flag
+    if gm and one_row is None and wfmt is not None and dm.serves(x, qdata, k // bs, wfmt, s, zero):
+        dm.decode_mma(x, qdata, s, zero, bias, y, k // bs, wfmt, split)
         return y.to(x.dtype)
     s = s.contiguous()  # group-major bytes decode_mma did not take: a row-major copy
     ebits, mbits, bias_e, nan = elem_params(elem)
