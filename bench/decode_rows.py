@@ -52,7 +52,8 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
-from bench.decode_sweep import graph_us, weights
+from bench.decode_rows_weights import weight_bytes, weight_case
+from bench.decode_sweep import graph_us
 
 VARIANTS: dict[str, list[dict[str, Any]]] = {
     "int4": [{"ROWS": 16}, {"ROWS": 8, "per_sm": 8}],
@@ -101,67 +102,6 @@ def read_us(nbytes: int, copies: int = 8) -> float:
         return _read_kernel[(sms * 8,)](b, out, n, BLOCK=4096, num_warps=8)
 
     return graph_us([functools.partial(call, b) for b in bufs])
-
-
-def _bytes(t: tuple) -> int:
-    return sum(a.numel() * a.element_size() for a in t if isinstance(a, torch.Tensor))
-
-
-def _mx(elem_name: str, n: int, k: int, copies: int) -> list[tuple]:
-    from aoq.formats.mx import MXElem, mx_quantize, pack_mx_codes
-    from aoq.tensors.mx import big_scale_flag
-
-    elem = MXElem[elem_name]
-    limit = {MXElem.FP8_E4M3: 134, MXElem.FP6_E3M2: 130, MXElem.FP8_E5M2: 142}.get(elem, 128)
-    out = []
-    for _ in range(copies):
-        codes, scale = mx_quantize(torch.randn(n, k, device="cuda"), elem, 32, 1)
-        gm = scale.t().contiguous().t()
-        out.append((pack_mx_codes(codes, elem), gm, big_scale_flag(scale, limit)))
-    return out
-
-
-def _nvfp4(n: int, k: int, copies: int) -> list[tuple]:
-    from aoq.formats.nvfp4 import nvfp4_quantize
-    from aoq.formats.packing import pack_uint4
-
-    out = []
-    for _ in range(copies):
-        codes, scale, ts = nvfp4_quantize(torch.randn(n, k, device="cuda"))
-        gm = scale.view(torch.uint8).t().contiguous().t()
-        out.append((pack_uint4(codes), gm, ts.reshape(()).float()))
-    return out
-
-
-def _case(fmt: str, n: int, k: int, copies: int) -> tuple[Any, list[tuple], int]:
-    """(weight format, per-copy (codes, scale, zero or flag), groups)."""
-    from aoq.kernels._common import WeightFormat as W
-
-    if fmt.startswith("mx"):
-        wf, elem = {"mxfp4": (W.MX_FP4, "FP4_E2M1"), "mxfp8": (W.MX_FP8, "FP8_E4M3"),
-                    "mxfp6": (W.MX_FP6_E3M2, "FP6_E3M2"),
-                    "mxfp6e2m3": (W.MX_FP6_E2M3, "FP6_E2M3"),
-                    "mxfp8e5m2": (W.MX_FP8_E5M2, "FP8_E5M2")}[fmt]  # fmt: skip
-        return wf, _mx(elem, n, k, copies), k // 32
-    if fmt == "nvfp4":  # e4m3 block bytes group-major, the tensor scale where MX has BIG
-        return W.NVFP4, _nvfp4(n, k, copies), k // 16
-    if fmt == "w4a8gemv":  # the GEMV reads row-major scales (SGM: a group-major copy)
-        return W.INT4_SYM, weights("w4a8", n, k, copies), k // 32
-    if fmt in ("w8a8act", "fp8act"):  # per-channel scales [N, 1]
-        ws = weights(fmt[:-3].replace("w8a8", "int8"), n, k, copies)
-        return (
-            (W.INT8 if fmt == "w8a8act" else W.FP8),
-            [(q, s.reshape(-1, 1), z) for q, s, z in ws],
-            1,
-        )
-    ws = weights(fmt, n, k, copies)
-    if fmt in ("int4", "w4a8"):  # the group-major scales (and zero points) of CUDA weights
-        ws = [
-            (q, s.t().contiguous().t(), None if z is None else z.t().contiguous().t())
-            for q, s, z in ws
-        ]
-        return (W.UINT4 if fmt == "int4" else W.INT4_SYM), ws, ws[0][1].shape[1]
-    return (W.INT8 if fmt == "int8" else W.FP8), ws, 1
 
 
 def _gemv_runner(x: torch.Tensor, t: tuple, tile: dict) -> Any:
@@ -360,12 +300,12 @@ def main() -> None:
         SHAPES, [int(v) for v in args.ms.split(",")], args.formats.split(",")
     ):
         copies = 8
-        wf, ws, groups = _case(fmt, n, k, copies)
+        wf, ws, groups = weight_case(fmt, n, k, copies)
         xs = [torch.randn(m, k, dtype=torch.bfloat16, device="cuda") for _ in range(copies)]
         wb = [torch.randn(n, k, dtype=torch.bfloat16, device="cuda") for _ in range(copies)]
         bf16 = graph_us([lambda x=x, w=w: F.linear(x, w) for x, w in zip(xs, wb, strict=True)])
         del wb
-        floor = read_us(_bytes(ws[0]))
+        floor = read_us(weight_bytes(ws[0]))
         base = _runner(wf, groups, xs[0], ws[0], {}, fmt)().clone()
         line = f"K{k} N{n} M{m} {fmt:6s} bf16 {bf16:6.1f} read {floor:5.1f}"
         tiles = [] if args.no_defaults else VARIANTS[fmt]
