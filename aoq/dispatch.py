@@ -311,11 +311,10 @@ def select(
     return _IMPLS[reference_name(scheme)], True, "; ".join(reasons), platform
 
 
-def run_linear(
-    scheme: Scheme, config: str, x: torch.Tensor, weight: Any, bias: Any
-) -> torch.Tensor:
+def run_linear(weight: Any, x: torch.Tensor, bias: Any) -> torch.Tensor:
     """Run ``y = x @ weightᵀ + bias`` for 2-D x through the table, recording provenance.
-    Eager decode calls replay their recorded launches where aoq/plans.py holds a plan."""
+    Eager decode calls replay their recorded launches where aoq/plans.py holds a plan (the
+    weight's scheme and config are read only when none does: host time)."""
     compiling = torch.compiler.is_compiling()
     # plans replay real launches: not for the fake / functional tensors AOT autograd passes
     # (is_compiling() is False there), nor under the slowdown knob
@@ -323,8 +322,9 @@ def run_linear(
     if planned:
         plan = plans.lookup(weight, x, bias, len(_IMPLS))
         if plan is not None:
-            provenance.record(config, x, weight, *plan.selection)
+            provenance.record(weight.config_id, x, weight, *plan.selection)
             return plan(x)
+    scheme, config = weight.scheme, weight.config_id
     impl, fallback, reason, platform = select(scheme, x, weight, bias)
     if fallback and strict_enabled():
         raise FallbackError(

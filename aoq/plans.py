@@ -83,10 +83,16 @@ class Plan:
     ``current``: the device the kernels were bound on; ``bias``: the bias object (held, so the
     id in the key stays its own); ``generation``: the kernel table's size when recorded;
     ``counters``: how many split-K counters the launches use (buffer index -1: the replaying
-    stream's), 0 for none."""
+    stream's), 0 for none.
+
+    A replay is host time only, so it is prepared once: ``calls`` holds each launch as the
+    launcher's whole positional argument list (``_launch._Bound.frame``) with the stream and
+    the addresses left to fill, each address as (position, which base, byte offset): the
+    input, the workspace (the buffer's offset in it added in), the result or the counters."""
 
     __slots__ = ("buffers", "launches", "out", "device", "current", "selection", "bias",
-                 "generation", "keep", "offsets", "workspace", "counters")  # fmt: skip
+                 "generation", "keep", "offsets", "workspace", "counters", "calls", "result",
+                 "device_now", "like")  # fmt: skip
 
     def __init__(
         self,
@@ -105,20 +111,44 @@ class Plan:
         self.out = out
         self.device = device
         self.current = _launch.driver.active.get_current_device()
+        self.device_now = _device_getter()
         self.selection = selection
         self.bias = bias
         self.generation = generation
         self.keep = keep
         self.offsets, self.workspace = _workspace(buffers, out)
         self.counters = counters
+        self.result = buffers[out - 1]
+        self.like = _result_like(self.result, device)
+        self.calls = [self._frame(*launch) for launch in launches]
+
+    def _frame(self, bound: Any, grid: Any, template: Any, slots: Any) -> tuple[Any, ...]:
+        fn, argv, at = bound.frame(grid, template)
+        fill = []
+        for pos, idx, offset in slots:
+            if idx == 0:
+                fill.append((at + pos, _INPUT, offset))
+            elif idx == self.out:
+                fill.append((at + pos, _RESULT, offset))
+            elif idx == -1:
+                fill.append((at + pos, _COUNTERS, offset))
+            else:
+                fill.append((at + pos, _WORKSPACE, self.offsets[idx - 1] + offset))
+        return fn, argv, tuple(fill)
 
     def moved(self) -> bool:
         """A kept tensor's storage is no longer at the recorded address."""
-        return any(t.data_ptr() != ptr for t, ptr in self.keep)
+        for t, ptr in self.keep:  # noqa: SIM110 (a loop, not any() over a generator: host time)
+            if t.data_ptr() != ptr:
+                return True
+        return False
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        shape, stride, dtype = self.buffers[self.out - 1]
-        y = torch.empty_strided(shape, stride, dtype=dtype, device=self.device)
+        if self.like is not None:
+            y = torch.empty_like(self.like)
+        else:
+            shape, stride, dtype = self.result
+            y = torch.empty_strided(shape, stride, dtype=dtype, device=self.device)
         stream = _launch.driver.active.get_current_stream(self.current)
         if not self.workspace:
             self._launch(x, y, 0, stream)
@@ -131,16 +161,40 @@ class Plan:
         return y
 
     def _launch(self, x: torch.Tensor, y: torch.Tensor, base: int, stream: int) -> None:
-        addr = [x.data_ptr(), *(base + off for off in self.offsets)]
-        addr[self.out] = y.data_ptr()
-        if self.counters:  # index -1
-            addr.append(splitk.counters_at(self.device, self.device.index, stream,
-                                           self.counters).data_ptr())  # fmt: skip
-        for bound, grid, template, slots in self.launches:
-            args = list(template)
-            for pos, idx, offset in slots:
-                args[pos] = addr[idx] + offset
-            bound(grid, stream, args)
+        counters = 0
+        if self.counters:
+            counters = splitk.counters_at(self.device, self.device.index, stream,
+                                          self.counters).data_ptr()  # fmt: skip
+        bases = (x.data_ptr(), base, y.data_ptr(), counters)
+        for fn, template, fill in self.calls:
+            argv = template.copy()  # a list of its own: replays may run on several threads
+            argv[3] = stream
+            for pos, which, offset in fill:
+                argv[pos] = bases[which] + offset
+            fn(*argv)
+
+
+_INPUT, _WORKSPACE, _RESULT, _COUNTERS = range(4)
+"""Which base address a replayed launch argument is an offset from (Plan.calls)."""
+
+
+def _result_like(result: tuple[Any, ...], device: torch.device) -> torch.Tensor | None:
+    """A one-element tensor expanded to the result's shape, where ``torch.empty_like`` of it
+    is a fresh result with the recorded strides (contiguous: an expanded tensor is not dense,
+    so empty_like lays it out contiguously); None where it is not. empty_like takes the
+    shape, dtype and device from the tensor in C++: less host time than empty_strided
+    parsing them from Python per replay."""
+    shape, stride, dtype = result
+    like = torch.empty(1, dtype=dtype, device=device).expand(shape)
+    probe = torch.empty_like(like)
+    return like if probe.stride() == tuple(stride) and probe.shape == like.shape else None
+
+
+def _device_getter() -> Callable[[], int]:
+    """The driver's current-device query; on CUDA torch's own getter, without the lazy-init
+    check ``torch.cuda.current_device`` repeats (a plan exists: CUDA is initialised)."""
+    get = _launch.driver.active.get_current_device
+    return torch._C._cuda_getDevice if get is torch.cuda.current_device else get
 
 
 _SHARED: dict[tuple[int, int], torch.Tensor] = {}
@@ -288,13 +342,15 @@ def lookup(weight: Any, x: torch.Tensor, bias: Any, generation: int) -> Plan | N
     """The plan for this call, if one was recorded and still holds: the same kernel table
     (``generation``), bias object and current device, and no launch hook installed."""
     plans = weight.__dict__.get("_plans")
-    if not plans or x.shape[0] > MAX_M:
+    if not plans:
+        return None
+    if x.shape[0] > MAX_M:
         return None
     key = _key(x, bias)
     plan = plans.get(key)
     if type(plan) is not Plan or plan.bias is not bias or plan.generation != generation:
         return None
-    if _launch._hooks_installed() or _launch.driver.active.get_current_device() != plan.current:
+    if _launch._hooks_installed() or plan.device_now() != plan.current:
         return None
     if _capturing(plan.device):
         return None

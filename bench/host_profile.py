@@ -76,9 +76,30 @@ def profile_config(config: Any, k: int) -> tuple[dict[str, tuple[float, float]],
             out[".linear, no plan"] = per_call_us(lambda: w.linear(x, None))
         finally:
             plans.ENABLED = enabled
+        out.update(_replay_layers(w, x))
         out["select"] = per_call_us(lambda: dispatch.select(w.scheme, x, w, None))
         out[f"kernel fn ({impl.name})"] = per_call_us(lambda: impl.fn(x, w, None))
     return out, state
+
+
+def _replay_layers(w: Any, x: torch.Tensor) -> dict[str, tuple[float, float]]:
+    """The planned call's inner layers: run_linear, the plan's lookup, its replay, and the
+    replay's launches alone (into a result allocated once)."""
+    generation = len(dispatch._IMPLS)
+    F.linear(x, w)  # plans were forgotten above: seen once, then recorded
+    F.linear(x, w)
+    plan = plans.lookup(w, x, None, generation)
+    if plan is None:
+        return {}
+    y = plan(x)
+    stream = plans._launch.driver.active.get_current_stream(plan.current)
+    base = plans._shared_workspace(plan, stream) if plan.workspace else 0
+    return {
+        "run_linear": per_call_us(lambda: dispatch.run_linear(w, x, None)),
+        "plans.lookup": per_call_us(lambda: plans.lookup(w, x, None, generation)),
+        "plan(x)": per_call_us(lambda: plan(x)),
+        "plan's launches": per_call_us(lambda: plan._launch(x, y, base, stream)),
+    }
 
 
 def references(k: int) -> dict[str, tuple[float, float]]:
@@ -88,6 +109,9 @@ def references(k: int) -> dict[str, tuple[float, float]]:
     return {
         "bf16 F.linear": per_call_us(lambda: F.linear(x, w)),
         "torch.empty": per_call_us(lambda: torch.empty((1, k), device="cuda")),
+        "torch.empty_strided": per_call_us(
+            lambda: torch.empty_strided((1, k), (k, 1), dtype=torch.bfloat16, device="cuda")
+        ),
         "empty triton launch": per_call_us(lambda: _empty_kernel[(8,)](x, w, y, x, k, BLOCK=64)),
     }
 

@@ -69,6 +69,19 @@ class _Bound:
         self.tail = tail
         self.grid = grid
 
+    def frame(
+        self, grid: tuple[int, int, int], args: Sequence[Any]
+    ) -> tuple[Callable[..., None], list[Any], int]:
+        """This launch as one call: (function, its whole positional argument list, where
+        ``args`` begin in it), the stream (index 3) left None for the caller to fill; what
+        :meth:`__call__` passes, built once (aoq/plans.py replays it)."""
+        if self.direct is not None:
+            head = (*grid, None, self.function, *self.flags, None, None, self.metadata)
+            head = (*head, None, None, None)
+            return self.direct, [*head, *args, *self.tail], len(head)
+        head = (*grid, None, self.function, self.metadata, None, None, None)
+        return self.run, [*head, *args, *self.tail], len(head)
+
     def __call__(self, grid: tuple[int, int, int], stream: int, args: Sequence[Any]) -> None:
         """The direct launch: Triton's C launcher, no hooks (the callers checked there are none)."""
         if self.direct is not None:
@@ -166,10 +179,12 @@ def _bind(kernel: Any, grid: Grid, args: tuple[Any, ...], consts: dict[str, Any]
 def _hooks_installed() -> bool:
     """A launch hook is set: a callable, or one of triton 3.6's HookChains with calls in it
     (an empty chain is always there: Triton itself calls it on every launch)."""
-    for hook in (knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook):
-        if hook is not None and getattr(hook, "calls", True):
-            return True
-    return False
+    runtime = knobs.runtime  # read per launch and plan replay: no tuple, no loop
+    enter, leave = runtime.launch_enter_hook, runtime.launch_exit_hook
+    return bool(
+        (enter is not None and getattr(enter, "calls", True))
+        or (leave is not None and getattr(leave, "calls", True))
+    )
 
 
 def _bound_launches(kernel: Any) -> dict[tuple[Any, ...], _Bound] | None:

@@ -178,6 +178,27 @@ def test_views_replay_as_offsets_into_their_bases(fake_driver):
     assert plan.moved()
 
 
+def test_a_result_with_other_strides_is_allocated_with_them(fake_driver):
+    """A contiguous result is allocated like an expanded one-element tensor (empty_like);
+    one with any other strides keeps its own (empty_strided), and replays fill it alike."""
+    x, w, bound = torch.randn(1, 8), torch.randn(1, 8), _Bound()
+
+    def body(launches):  # y: [1, 8] with a row stride of 16
+        y = torch.empty_strided((1, 8), (16, 1))
+        launches.append((bound, (1, 1, 1), (x, w, y, 8)))
+        return y
+
+    def plan(body):
+        y, launches, watch = _record(x, _weight(w), None, body)
+        return plans._build(x, _weight(w), None, y, watch, launches, ("sel",), 3)
+
+    contiguous, strided = plan(_one_launch(x, w, bound)), plan(body)
+    assert contiguous.like is not None and strided.like is None
+    for replay, stride in ((contiguous, (8, 1)), (strided, (16, 1))):
+        y = replay(x)
+        assert y.stride() == stride and torch.equal(y, 2 * x + w)
+
+
 def test_a_reshaped_result_is_refused(fake_driver):
     x, w, bound = torch.randn(1, 8), torch.randn(1, 8), _Bound()
 

@@ -280,21 +280,33 @@ class QuantizedWeight(AoqTensor):
 
     def linear(self, x: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
         """F.linear(x, self, bias) for x [..., K] of any leading dims (M = 0 included)."""
-        from aoq import dispatch  # dispatch sits beside tensors; imported late to keep it light
-
+        dispatch = _DISPATCH or _import_dispatch()
         n, k = self._size
         if x.shape[-1] != k:
             raise ValueError(
                 f"linear: input has {x.shape[-1]} features, weight {self.config_id} expects {k}"
             )
         if x.dim() == 2 and x.is_contiguous():  # the decode call: no reshapes (host time)
-            return dispatch.run_linear(self.scheme, self.config_id, x, self, bias)
+            return dispatch.run_linear(self, x, bias)
         x2 = x.reshape(-1, k).contiguous()  # results never depend on the input's layout
-        y = dispatch.run_linear(self.scheme, self.config_id, x2, self, bias)
+        y = dispatch.run_linear(self, x2, bias)
         return y.reshape(*x.shape[:-1], n)
 
     def dequantize(self, dtype: torch.dtype | None = None) -> torch.Tensor:  # type: ignore[override]
         raise NotImplementedError
+
+
+_DISPATCH: Any = None
+"""aoq.dispatch, imported at the first linear (it imports the tensors: a module-level import
+would be circular) and kept: an import statement per call costs host time."""
+
+
+def _import_dispatch() -> Any:
+    global _DISPATCH
+    from aoq import dispatch
+
+    _DISPATCH = dispatch
+    return dispatch
 
 
 def check_act(t: QuantizedWeight, allowed: tuple[ActQuant, ...]) -> None:

@@ -67,6 +67,31 @@ def _expect(x, alpha, shift=0.0):
     return (x.float() * alpha + shift).to(x.dtype)
 
 
+class _Calls:
+    def __init__(self):
+        self.seen = []
+
+    def __call__(self, *argv):
+        self.seen.append(argv)
+
+
+@pytest.mark.parametrize("direct", [True, False], ids=["c-launch", "launcher-call"])
+def test_a_frame_is_the_call_the_bound_launch_makes(direct):
+    """A plan replays ``frame``'s argument list with the stream and arguments filled in: the
+    very positional arguments ``__call__`` passes to the C launch or the launcher."""
+    bound = _launch._Bound.__new__(_launch._Bound)
+    calls = _Calls()
+    bound.function, bound.metadata, bound.tail, bound.grid = 11, (4, 1, 0), ("T1", "T2"), None
+    bound.direct, bound.flags, bound.run = (calls, (0, 1), None) if direct else (None, (), calls)
+    bound((3, 2, 1), 99, (7, 8, 9))
+    fn, argv, at = bound.frame((3, 2, 1), (None, 8, None))
+    assert fn is calls and argv[3] is None
+    argv[3], argv[at], argv[at + 2] = 99, 7, 9
+    fn(*argv)
+    assert calls.seen[0] == calls.seen[1]
+    assert calls.seen[0][at : at + 3] == (7, 8, 9) and calls.seen[0][-2:] == ("T1", "T2")
+
+
 @gpu
 def test_cached_launch_matches_triton_and_rebinds_on_alignment(monkeypatch):
     monkeypatch.setattr(_launch, "ENABLED", True)
