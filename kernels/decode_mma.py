@@ -71,6 +71,10 @@ def _decode_mma_kernel(
     LOOP_STAGES: tl.constexpr = 0, ZW: tl.constexpr = False, TILED: tl.constexpr = False,
     PDL: tl.constexpr = False, TRIGGER: tl.constexpr = False, ALIGNED: tl.constexpr = False,
     TILE_B: tl.constexpr = 64, TILE_R: tl.constexpr = 64, KINT: tl.constexpr = False,
+    XQDQ: tl.constexpr = 0, A_SHIFT: tl.constexpr = 0, A_MIN_NORMAL: tl.constexpr = 0,
+    A_MAX_NORMAL: tl.constexpr = 0, A_IS_INT: tl.constexpr = 0, A_HW_FP8: tl.constexpr = 0,
+    A_FP8_TY: tl.constexpr = None, A_EMAX: tl.constexpr = 0, A_MAX_FRAC: tl.constexpr = 0,
+    A_RCEIL: tl.constexpr = 0,
 ):  # fmt: skip
     """Program (n, s): outputs [ROWS, BLOCK_N] (x padded to ROWS rows: 16, or 8 for M <= 8,
     the n of NVIDIA's m16n8k16) over K range s. int4 (WFMT 1: zero points from
@@ -92,7 +96,9 @@ def _decode_mma_kernel(
     8-byte ones (bench/NOTES.md, session 24). TILE_B, TILE_R (TILED; probes): the tile's
     bytes a row and rows (aoq.formats.packing.tile_uint4; 64 x 64 as Int4Tensor ships; int8
     and fp8 byte codes in such tiles too, a probe: each K step inside one tile).
-    KINT (TILE's, int4): split s takes K steps s, s + SPLIT_K, ... instead of one range."""
+    KINT (TILE's, int4): split s takes K steps s, s + SPLIT_K, ... instead of one range.
+    XQDQ (MX fp6 at M = 1): x's row is MX quantize-dequantized here (decode_mma_fp6.py), the
+    A_* constants mx_decode.one_row_constexprs's."""
     splitk.trigger(TRIGGER)
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
@@ -113,9 +119,10 @@ def _decode_mma_kernel(
         gdc_wait()
     if WFMT == 6 or WFMT == 7:  # MX fp6 (decode_mma_fp6.py): WT only
         tl.static_assert(WT, "MX fp6: the weights are the MMA's A operand")
-        acc_t = fp6_loop(acc_t, xrows, w_ptr, s_ptr, z_ptr, offs_n, nmask, mmask, k_lo, k_hi,
-                         stride_wn, stride_sn, stride_sg, WFMT == 6, GROUP_SIZE, BLOCK_K, ASM,
-                         UPCAST, BIG)  # fmt: skip
+        acc_t = fp6_loop(acc_t, x_ptr, xrows, w_ptr, s_ptr, z_ptr, offs_n, nmask, mmask, k_lo,
+                         k_hi, stride_wn, stride_sn, stride_sg, WFMT == 6, GROUP_SIZE, BLOCK_K,
+                         ASM, UPCAST, BIG, XQDQ, A_SHIFT, A_MIN_NORMAL, A_MAX_NORMAL, A_IS_INT,
+                         A_HW_FP8, A_FP8_TY, A_EMAX, A_MAX_FRAC, A_RCEIL)  # fmt: skip
     elif WFMT == 1 or WFMT >= 3:
         wrows = (
             w_ptr
@@ -275,6 +282,7 @@ def decode_mma(
     x_zero: torch.Tensor | None = None,
     tiled: bool = False,
     pdl: bool = False,
+    x_qdq: dict | None = None,
 ) -> None:
     """Launch the kernel (the caller checked :func:`serves`): y = x W^T (+ bias), W from
     ``qdata`` (uint8 int4 pairs, int8 or float8 e4m3fn) with ``scale`` [N, groups] (and ``zero`` for
@@ -285,7 +293,8 @@ def decode_mma(
     M <= 8) the rows x is padded to (by default 8 at M <= 8 where TILE says ``rows8``).
     ``tiled``: int4 codes in aoq.formats.packing.tile_uint4's order (TILED_TILE). ``pdl``:
     programmatic dependent launch after the kernel that wrote x (the caller checked the GPU
-    has it: _common.pdl)."""
+    has it: _common.pdl). ``x_qdq`` (MX fp6, one row of x, blocks of at most FP6_STEP):
+    mx_decode.one_row_constexprs's XQDQ constants, x quantize-dequantized in the kernel."""
     m, k = x.shape
     n = qdata.shape[0]
     cfg = {**TILE[wfmt], **(TILED_TILE if tiled else {}), **(tile or {})}
@@ -312,6 +321,10 @@ def decode_mma(
         )
     per_channel = wfmt in (WeightFormat.INT8, WeightFormat.FP8)
     gs = 16 if per_channel else k // groups
+    if x_qdq is not None:
+        if wfmt not in FP6_FORMATS or m != 1 or gs > FP6_STEP:
+            raise ValueError(f"x_qdq: MX fp6 weights, one row of x, blocks <= {FP6_STEP}")
+        cfg.update(x_qdq)
     if wfmt is WeightFormat.NVFP4:  # its group: two blocks of 16 (an MMA's K a nibble half)
         gs = 32
     bk = splitk.k_step(k, FP6_STEP if wfmt in FP6_FORMATS else gs, want)

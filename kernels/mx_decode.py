@@ -32,7 +32,7 @@ from aoq.kernels._common import INTERPRET, WeightFormat, backend_of, out_dtype_f
 from aoq.kernels._launch import launch
 from aoq.kernels.mx_cast import has_fp8_cvt
 from aoq.kernels.mx_dequant import dequant_tile, elem_params
-from aoq.kernels.mx_packed import rne_bf16
+from aoq.kernels.mx_packed import in_x_dtype
 
 from aoq.formats.mx import MXElem, ScaleRounding, mx_dequantize, unpack_mx_codes
 from aoq.formats.nvfp4 import NVFP4_BLOCK, nvfp4_dequantize
@@ -50,19 +50,6 @@ DECODE_MMA_FORMATS = {
 rounds its pairs' values once more, as the emulated path's cast)."""
 ROW_CHUNK = tl.constexpr(2048)
 """Elements a step of the NVFP4 one-row amax reads."""
-
-
-@triton.jit
-def _in_x_dtype(v, x_ty: tl.constexpr, UPCAST: tl.constexpr):
-    """float32 v rounded (RNE) to x's dtype: as that dtype on GPUs; as float32 under the
-    interpreter (UPCAST), whose bf16 casts truncate (bf16 rounded by hand)."""
-    if not UPCAST:
-        r = v.to(x_ty)
-    elif x_ty == tl.bfloat16:
-        r = (rne_bf16(v) << 16).to(tl.float32, bitcast=True)
-    else:
-        r = v.to(tl.float16).to(tl.float32)
-    return r
 
 
 @triton.jit
@@ -114,7 +101,7 @@ def _mx_decode_kernel(
             else:
                 xr = na.qdq_blocks(xr, x_ts, E2M1, E4M3, FP4_SHIFT, FP4_MIN_NORMAL, E4M3_SHIFT,
                                    E4M3_MIN_NORMAL)  # fmt: skip
-            xr = _in_x_dtype(tl.reshape(xr, (BLOCK_K,)), x_ptr.dtype.element_ty, UPCAST)
+            xr = in_x_dtype(tl.reshape(xr, (BLOCK_K,)), x_ptr.dtype.element_ty, UPCAST)
             xt = tl.where((offs_m == 0)[:, None], xr[None, :], tl.zeros((16, BLOCK_K), xr.dtype))
         else:
             xt = tl.load(xrows + offs_k[None, :], mask=mmask[:, None] & (offs_k < K)[None, :],
@@ -122,7 +109,7 @@ def _mx_decode_kernel(
         w = dequant_tile(rows, s_rows, ts_ptr, nmask, k0, K, BITS, EBITS, MBITS, BIAS, NAN,
                          NVFP4, BS, BLOCK_N, BLOCK_K)  # fmt: skip
         if UPCAST:  # the interpreter: float32 operands (its low-precision dot is not exact)
-            w = _in_x_dtype(w, x_ptr.dtype.element_ty, UPCAST)
+            w = in_x_dtype(w, x_ptr.dtype.element_ty, UPCAST)
             acc = tl.dot(xt.to(tl.float32), tl.trans(w), acc, input_precision="ieee")
         else:
             w = w.to(x_ptr.dtype.element_ty)  # the emulated path's weights
@@ -222,7 +209,8 @@ def mx_decode_triton(
     ``one_row`` (x one row): the kernel quantize-dequantizes x itself (XQDQ), in one launch,
     to the values of the activation kernel: MX weights name the activation's scale rounding
     (``mx_cast.mx_qdq_gpu(x, elem, block_size, 1, one_row)``), NVFP4 weights "nvfp4"
-    (``nvfp4_act.nvfp4_qdq_triton(x)``). The two launches' bits."""
+    (``nvfp4_act.nvfp4_qdq_triton(x)``). The two launches' bits. This kernel's tile does it,
+    except for MX fp6 with group-major bytes: decode_mma's fp6 loop rounds x itself."""
     act: dict[str, object] = {}
     if one_row is not None:
         if x.shape[0] != 1:
@@ -246,9 +234,13 @@ def mx_decode_triton(
         return y.to(x.dtype)
     wfmt = WeightFormat.NVFP4 if nvfp4 else DECODE_MMA_FORMATS.get(elem)
     zero = tensor_scale if nvfp4 else big_scales  # NVFP4's where MX passes the BIG flag
-    if gm and one_row is None and wfmt is not None and dm.serves(x, qdata, k // bs, wfmt, s, zero):
-        dm.decode_mma(x, qdata, s, zero, bias, y, k // bs, wfmt, split)
-        return y.to(x.dtype)
+    if gm and wfmt is not None and dm.serves(x, qdata, k // bs, wfmt, s, zero):
+        if one_row is None:
+            dm.decode_mma(x, qdata, s, zero, bias, y, k // bs, wfmt, split)
+            return y.to(x.dtype)
+        if wfmt in dm.FP6_FORMATS and bs <= dm.FP6_STEP:  # fp6 rounds x in its own loop
+            dm.decode_mma(x, qdata, s, zero, bias, y, k // bs, wfmt, split, x_qdq=act)
+            return y.to(x.dtype)
     s = s.contiguous()  # group-major bytes decode_mma did not take: a row-major copy
     ebits, mbits, bias_e, nan = elem_params(elem)
     ts = tensor_scale if tensor_scale is not None else s

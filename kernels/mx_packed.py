@@ -198,3 +198,16 @@ def unpair(c):
     """[..., n] words of two codes -> [..., 2n] int32 codes, in element order."""
     both = tl.join((c & LOW).to(tl.int32), (c >> 16).to(tl.int32))
     return tl.reshape(both, c.shape[:-1] + [c.shape[-1] * 2])
+
+
+@triton.jit
+def in_x_dtype(v, x_ty: tl.constexpr, UPCAST: tl.constexpr):
+    """float32 v rounded (RNE) to x's dtype: as that dtype on GPUs; as float32 under the
+    interpreter (UPCAST), whose bf16 casts truncate (bf16 rounded by hand)."""
+    if not UPCAST:
+        r = v.to(x_ty)
+    elif x_ty == tl.bfloat16:
+        r = (rne_bf16(v) << 16).to(tl.float32, bitcast=True)
+    else:
+        r = v.to(tl.float16).to(tl.float32)
+    return r

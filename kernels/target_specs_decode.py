@@ -63,6 +63,13 @@ def decode_mma(
                 fp8=wfmt == 2)  # fmt: skip
 
 
+def _fp6_row() -> dict[str, Any]:
+    """The XQDQ constants of an MX fp6 e2m3 activation row with RCEIL scales."""
+    from aoq.kernels.mx_decode import one_row_constexprs
+
+    return one_row_constexprs("fp6_e2m3", "rceil", False, False)
+
+
 def decode_mma_specs(target: str) -> list[Spec]:
     """decode_mma at each weight format it serves on ``target``, with the 8-row, fp16 and PDL
     variants."""
@@ -83,6 +90,16 @@ def decode_mma_specs(target: str) -> list[Spec]:
         # MX fp6 (decode_mma_fp6.py): e3m2 and e2m3, four blocks a step
         decode_mma("mxwo_fp6_e3m2.decode_mma", 6, 32, 128, target),
         decode_mma("mx_fp6_e2m3.decode_mma", 7, 32, 128, target),
+        # ... rounding its own one-row MX fp6 activation (mx_decode's one_row: x_qdq)
+        decode_mma(
+            "mx_fp6_e2m3.decode_mma_one_row",
+            7,
+            32,
+            128,
+            target,
+            rows=8 if target.startswith("sm") else 16,
+            **_fp6_row(),
+        ),  # fmt: skip
         # fp8 decode_mma serves CUDA only (ROCm keeps the FMA decode below)
         *([decode_mma("fp8wo.decode_mma", 2, 16, 256, target)] if target.startswith("sm") else []),
         # fp16 activations (decode_mma.X_DTYPES): int4 and MX (their fp16 PTX), per-channel

@@ -44,11 +44,18 @@ def _mx_decode(x: torch.Tensor, w: MXWeight | NVFP4Tensor, bias: Any) -> torch.T
     else:
         elem, bs, ts, rule = w.elem, w.block_size, None, w.scale_rounding.value
     if w.act in (ActQuant.NVFP4_DYNAMIC, ActQuant.MX_DYNAMIC):
-        if not _traced(x, w.qdata) and _one_row_pays(x, w) and not _fp6(w):
+        fp6 = _fp6(w)
+        fits = not fp6 or bs <= _k.decode_mma.FP6_STEP
+        if fits and not _traced(x, w.qdata) and _one_row_pays(x, w):
             # eager M = 1, a small weight: the decode kernel rounds x itself (one launch,
-            # the same bits); rule: the activation's MX scale rounding, or "nvfp4"
-            return _k.mx_decode.mx_decode_triton(x, w.qdata, scale, ts, elem.value, bs, fb,
-                                                 None, rule)  # fmt: skip
+            # the same bits); rule: the activation's MX scale rounding, or "nvfp4"; fp6:
+            # decode_mma's loop, on the weight's group-major bytes (the check saw them), for
+            # blocks up to its step (larger ones keep the activation kernel)
+            d = w.derived() if fp6 else {}
+            big = d.get("big_scales")
+            s = d["scale_gm"].t() if fp6 else scale
+            return _k.mx_decode.mx_decode_triton(x, w.qdata, s, ts, elem.value, bs, fb, None,
+                                                 rule, big_scales=big)  # fmt: skip
         if nvfp4:  # the same ops as w.quantize_activation
             x = _call("nvfp4_qdq", nvfp4_qdq_gpu if gpu else torch.ops.aoq.nvfp4_qdq, x)
         else:

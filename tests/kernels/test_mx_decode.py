@@ -130,6 +130,69 @@ def check_one_row_matches_two_launches(device: str, n: int = 72, k: int = 320) -
     return bad
 
 
+def check_fp6_one_row_matches_two_launches(device: str, n: int = 72, k: int = 384) -> list[str]:
+    """MX fp6 with group-major bytes and the BIG flag: one_row runs decode_mma's fp6 loop
+    with x quantize-dequantized in it (x_qdq; the call is watched), bit for bit the
+    activation kernel then the same loop: both fp6 elements x both scale roundings, bf16 /
+    fp16 rows (wide magnitudes, a NaN, ties, all zeros), split None and 3."""
+    from aoq.kernels.mx_cast import mx_cast_triton
+
+    from aoq.tensors.mx import BIG_LIMIT
+
+    calls = []
+    launch = mdc.dm.decode_mma
+
+    def watched(*args, **kwargs):
+        calls.append(kwargs.get("x_qdq"))
+        return launch(*args, **kwargs)
+
+    bad = []
+    g = torch.Generator().manual_seed(5)
+    wide = torch.randn(1, k, generator=g) * torch.exp(torch.randn(1, k, generator=g) * 2)
+    nan, ties = wide.clone(), wide.clone()
+    nan[0, 40] = float("nan")
+    ties[0, :32] = torch.arange(32) * 0.25  # halfway points of the fp6 grids
+    rows = {"wide": wide, "nan": nan, "ties": ties, "zeros": torch.zeros(1, k)}
+    mdc.dm.decode_mma = watched
+    try:
+        for elem, rule in itertools.product((MXElem.FP6_E3M2, MXElem.FP6_E2M3), ("floor", "rceil")):
+            q, s, _, _ = (
+                t.to(device) if t is not None else None for t in _weight(elem, n, k, 32, g)
+            )
+            gm = s.t().contiguous().t()  # the weight's derived scale_gm, as the linear passes it
+            flag = big_scale_flag(s, BIG_LIMIT[elem])
+            for j, (rname, row, dtype) in enumerate(
+                (r, v, d) for r, v in rows.items() for d in (torch.bfloat16, torch.float16)
+            ):
+                x = row.to(dtype).to(device)
+                bias = torch.randn(n, generator=g).to(dtype).to(device) if j % 3 else None
+                xq = mx_cast_triton(x, elem, 32, 1, rule, qdq=True)[0]
+                for split in (None, 3):
+                    del calls[:]
+                    want = mdc.mx_decode_triton(xq, q, gm, None, elem.value, 32, bias, split,
+                                                big_scales=flag)  # fmt: skip
+                    got = mdc.mx_decode_triton(x, q, gm, None, elem.value, 32, bias, split, rule,
+                                               big_scales=flag)  # fmt: skip
+                    name = f"{elem.value}/{rule}/{rname}/{dtype}/split {split}"
+                    if len(calls) != 2 or calls[0] is not None or not calls[1]:
+                        bad.append(f"{name}: decode_mma calls {calls}")
+                    elif not _same(got, want):
+                        bad.append(name)
+    finally:
+        mdc.dm.decode_mma = launch
+    return bad
+
+
+def test_fp6_one_row_matches_two_launches_under_the_interpreter():
+    run_interpreted("test_mx_decode", "check_fp6_one_row_matches_two_launches")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+def test_fp6_one_row_matches_two_launches_on_gpu():
+    assert check_fp6_one_row_matches_two_launches("cuda") == []
+    assert check_fp6_one_row_matches_two_launches("cuda", 264, 8192) == []  # the rule's split
+
+
 def test_one_row_matches_two_launches_under_the_interpreter():
     run_interpreted("test_mx_decode", "check_one_row_matches_two_launches")
 
