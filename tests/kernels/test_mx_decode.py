@@ -91,6 +91,16 @@ def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
     return torch.equal(a.nan_to_num(0.0), b.nan_to_num(0.0))
 
 
+def _rows(k: int, g: torch.Generator) -> dict[str, torch.Tensor]:
+    """One-row activations: wide magnitudes, the same with a NaN, with ties (halfway points
+    of the fp4 / fp6 grids), all zeros."""
+    wide = torch.randn(1, k, generator=g) * torch.exp(torch.randn(1, k, generator=g) * 2)
+    nan, ties = wide.clone(), wide.clone()
+    nan[0, 40] = float("nan")
+    ties[0, :32] = torch.arange(32) * 0.25
+    return {"wide": wide, "nan": nan, "ties": ties, "zeros": torch.zeros(1, k)}
+
+
 def check_one_row_matches_two_launches(device: str, n: int = 72, k: int = 320) -> list[str]:
     """mx_decode_triton's one_row (x's quantize-dequantize inside the decode kernel) against the
     activation kernel then mx_decode_triton, bit for bit: every MX element x both scale
@@ -101,11 +111,7 @@ def check_one_row_matches_two_launches(device: str, n: int = 72, k: int = 320) -
 
     bad = []
     g = torch.Generator().manual_seed(3)
-    wide = torch.randn(1, k, generator=g) * torch.exp(torch.randn(1, k, generator=g) * 2)
-    nan, ties = wide.clone(), wide.clone()
-    nan[0, 40] = float("nan")
-    ties[0, :32] = torch.arange(32) * 0.25  # halfway points of the fp4 / fp6 grids
-    rows = {"wide": wide, "nan": nan, "ties": ties, "zeros": torch.zeros(1, k)}
+    rows = _rows(k, g)
     cases = [(e, 32, r) for e in MXElem for r in ("floor", "rceil")] + [(None, 16, "floor")]
     for elem, bs, rule in cases:
         q, s, ts, _ = (t.to(device) if t is not None else None for t in _weight(elem, n, k, bs, g))
@@ -148,11 +154,7 @@ def check_fp6_one_row_matches_two_launches(device: str, n: int = 72, k: int = 38
 
     bad = []
     g = torch.Generator().manual_seed(5)
-    wide = torch.randn(1, k, generator=g) * torch.exp(torch.randn(1, k, generator=g) * 2)
-    nan, ties = wide.clone(), wide.clone()
-    nan[0, 40] = float("nan")
-    ties[0, :32] = torch.arange(32) * 0.25  # halfway points of the fp6 grids
-    rows = {"wide": wide, "nan": nan, "ties": ties, "zeros": torch.zeros(1, k)}
+    rows = _rows(k, g)
     mdc.dm.decode_mma = watched
     try:
         for elem, rule in itertools.product((MXElem.FP6_E3M2, MXElem.FP6_E2M3), ("floor", "rceil")):
