@@ -342,9 +342,7 @@ def lookup(weight: Any, x: torch.Tensor, bias: Any, generation: int) -> Plan | N
     """The plan for this call, if one was recorded and still holds: the same kernel table
     (``generation``), bias object and current device, and no launch hook installed."""
     plans = weight.__dict__.get("_plans")
-    if not plans:
-        return None
-    if x.shape[0] > MAX_M:
+    if not plans or x.shape[0] > MAX_M:
         return None
     key = _key(x, bias)
     plan = plans.get(key)
