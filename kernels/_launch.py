@@ -73,27 +73,21 @@ class _Bound:
         self, grid: tuple[int, int, int], args: Sequence[Any]
     ) -> tuple[Callable[..., None], list[Any], int]:
         """This launch as one call: (function, its whole positional argument list, where
-        ``args`` begin in it), the stream (index 3) left None for the caller to fill; what
-        :meth:`__call__` passes, built once (aoq/plans.py replays it)."""
-        if self.direct is not None:
-            head = (*grid, None, self.function, *self.flags, None, None, self.metadata)
-            head = (*head, None, None, None)
+        ``args`` begin in it), the stream (index 3) left None for the caller to fill. The one
+        place that knows the launchers' argument order: :meth:`__call__` fills it per launch,
+        aoq/plans.py once per plan (then only the stream and addresses per replay)."""
+        if self.direct is not None:  # the C launch function
+            head = (*grid, None, self.function, *self.flags, None, None, self.metadata,
+                    None, None, None)  # fmt: skip
             return self.direct, [*head, *args, *self.tail], len(head)
         head = (*grid, None, self.function, self.metadata, None, None, None)
         return self.run, [*head, *args, *self.tail], len(head)
 
     def __call__(self, grid: tuple[int, int, int], stream: int, args: Sequence[Any]) -> None:
         """The direct launch: Triton's C launcher, no hooks (the callers checked there are none)."""
-        if self.direct is not None:
-            self.direct(
-                grid[0], grid[1], grid[2], stream, self.function, *self.flags, None, None,
-                self.metadata, None, None, None, *args, *self.tail,
-            )  # fmt: skip
-            return
-        self.run(
-            grid[0], grid[1], grid[2], stream, self.function, self.metadata, None, None, None,
-            *args, *self.tail,
-        )  # fmt: skip
+        fn, argv, _ = self.frame(grid, args)
+        argv[3] = stream
+        fn(*argv)
 
 
 def _direct_launch(run: Any) -> tuple[Callable[..., None] | None, tuple[Any, ...]]:

@@ -51,9 +51,10 @@ def _mx_decode(x: torch.Tensor, w: MXWeight | NVFP4Tensor, bias: Any) -> torch.T
             # the same bits); rule: the activation's MX scale rounding, or "nvfp4"; fp6:
             # decode_mma's loop, on the weight's group-major bytes (the check saw them), for
             # blocks up to its step (larger ones keep the activation kernel)
-            d = w.derived() if fp6 else {}
-            big = d.get("big_scales")
-            s = d["scale_gm"].t() if fp6 else scale
+            s, big = scale, None
+            if fp6:
+                d = w.derived()
+                s, big = d["scale_gm"].t(), d["big_scales"]
             return _k.mx_decode.mx_decode_triton(x, w.qdata, s, ts, elem.value, bs, fb, None,
                                                  rule, big_scales=big)  # fmt: skip
         if nvfp4:  # the same ops as w.quantize_activation

@@ -90,6 +90,11 @@ def test_a_frame_is_the_call_the_bound_launch_makes(direct):
     fn(*argv)
     assert calls.seen[0] == calls.seen[1]
     assert calls.seen[0][at : at + 3] == (7, 8, 9) and calls.seen[0][-2:] == ("T1", "T2")
+    # Triton 3.6's orders: the C launch function's, and CudaLauncher.__call__'s / HIP's run
+    flags = (
+        (0, 1, None, None, (4, 1, 0), None, None, None) if direct else ((4, 1, 0), None, None, None)
+    )
+    assert calls.seen[0] == (3, 2, 1, 99, 11, *flags, 7, 8, 9, "T1", "T2")
 
 
 @gpu
