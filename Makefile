@@ -72,7 +72,8 @@ kernels-interpret: venv
 	TRITON_INTERPRET=1 $(VPY) -m pytest tests/kernels/test_interpret.py tests/kernels/test_decode_mma.py \
 		tests/kernels/test_gemv_static.py tests/kernels/test_decode_mma_fp6.py \
 		tests/kernels/test_decode_mma_nvfp4.py \
-		tests/kernels/test_decode_mma_mx.py tests/kernels/test_act_qdq.py -q
+		tests/kernels/test_decode_mma_mx.py tests/kernels/test_act_qdq.py \
+		tests/kernels/test_bf16_codes.py -q
 
 test: lint typecheck unit kernels-interpret
 	$(MAKE) conform QUICK=1 BACKEND=cpu

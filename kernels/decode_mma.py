@@ -74,7 +74,7 @@ def _decode_mma_kernel(
     XQDQ: tl.constexpr = 0, A_SHIFT: tl.constexpr = 0, A_MIN_NORMAL: tl.constexpr = 0,
     A_MAX_NORMAL: tl.constexpr = 0, A_IS_INT: tl.constexpr = 0, A_HW_FP8: tl.constexpr = 0,
     A_FP8_TY: tl.constexpr = None, A_EMAX: tl.constexpr = 0, A_MAX_FRAC: tl.constexpr = 0,
-    A_RCEIL: tl.constexpr = 0,
+    A_RCEIL: tl.constexpr = 0, ZMMA: tl.constexpr = False,
 ):  # fmt: skip
     """Program (n, s): outputs [ROWS, BLOCK_N] (x padded to ROWS rows: 16, or 8 for M <= 8,
     the n of NVIDIA's m16n8k16) over K range s. int4 (WFMT 1: zero points from
@@ -140,13 +140,13 @@ def _decode_mma_kernel(
             acc, acc_t = _group_steps(
                 acc, acc_t, xrows, wrows, s_ptr, z_ptr, srow, nmask, mmask, xz, k_lo, k_hi,
                 stride_sg, WFMT, GROUP_SIZE, GROUPS, XQ, XZ, BLOCK_K, ASM, UPCAST, WT, PREF, True,
-                IMMA, LOOP_STAGES, ZW, TILED, ALIGNED, TILE_B, TILE_R, KSTEP,
+                IMMA, LOOP_STAGES, ZW, TILED, ALIGNED, TILE_B, TILE_R, KSTEP, ZMMA,
             )  # fmt: skip
         else:
             acc, acc_t = _group_steps(
                 acc, acc_t, xrows, wrows, s_ptr, z_ptr, srow, nmask, mmask, xz, k_lo, k_hi,
                 stride_sg, WFMT, GROUP_SIZE, GROUPS, XQ, XZ, BLOCK_K, ASM, UPCAST, WT, PREF, False,
-                IMMA, LOOP_STAGES, ZW, TILED, ALIGNED, TILE_B, TILE_R, KSTEP,
+                IMMA, LOOP_STAGES, ZW, TILED, ALIGNED, TILE_B, TILE_R, KSTEP, ZMMA,
             )  # fmt: skip
     else:
         if WFMT == 2:  # float8 codes read as their bytes (the conversion is ours)
@@ -218,7 +218,7 @@ def serves(
         if scale.stride() not in ((scale.shape[1], 1), (1, scale.shape[0])):
             return False
         own_zero = not mx and wfmt is not WeightFormat.NVFP4  # zero points beside the scales
-        if zero is not None and own_zero and zero.stride() != scale.stride():
+        if zero is not None and own_zero and not _strides_agree(zero, scale):
             return False
         words = zero is not None and zero.dtype == torch.int32 and not mx
         if words and (scale.stride(0) != 1 or zero.shape[1] != -(-scale.shape[1] // 4)):
@@ -247,6 +247,14 @@ def serves(
     elif wfmt is not WeightFormat.INT8:
         return False
     return groups == 1 and k % 16 == 0
+
+
+def _strides_agree(zero: torch.Tensor, scale: torch.Tensor) -> bool:
+    """The kernel addresses the zero points with the scales' strides: they must agree along
+    every dimension the zero points have more than one of (a single column of zero-point
+    words, K of at most four groups, has any stride there)."""
+    dims = zip(zero.stride(), scale.stride(), zero.shape, strict=True)
+    return all(zs == ss for zs, ss, size in dims if size > 1)
 
 
 def ptx_codes(wfmt: WeightFormat, fp16: bool, has_fp8_cvt: bool) -> bool:

@@ -9,7 +9,13 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 from aoq.kernels._common import int4_cols, mma
-from aoq.kernels.bf16_codes import fp4_codes, int4_codes, mxfp8_codes, nibble_bytes
+from aoq.kernels.bf16_codes import (
+    fp4_codes,
+    int4_base_codes,
+    int4_codes,
+    mxfp8_codes,
+    nibble_bytes,
+)
 from aoq.kernels.nvfp4_codes import block_scales, nvfp4_codes
 
 IMMA_BASE = tl.constexpr(0x49400000)
@@ -87,7 +93,8 @@ def _weights_mma(acc, acc_t, w, xt, UPCAST: tl.constexpr, WT: tl.constexpr):
 @triton.jit
 def _nibble_step(acc, acc_t, xt, b, s_cur, z_cur, WFMT: tl.constexpr,
                  GROUP_SIZE: tl.constexpr, BIG: tl.constexpr, ASM: tl.constexpr,
-                 UPCAST: tl.constexpr, WT: tl.constexpr, IMMA: tl.constexpr):  # fmt: skip
+                 UPCAST: tl.constexpr, WT: tl.constexpr, IMMA: tl.constexpr,
+                 ZMMA: tl.constexpr = False):  # fmt: skip
     """One group of two codes a byte. int4 sums the group apart and scales it; MX fp4 has
     the scale in the codes' values. IMMA (W4A8, symmetric int8 x): 16 q as int8 in k order
     on the integer MMA, its sums read back as float32 (IMMA_BASE: the same integers the bf16
@@ -106,16 +113,17 @@ def _nibble_step(acc, acc_t, xt, b, s_cur, z_cur, WFMT: tl.constexpr,
             acc += (part.to(tl.float32, bitcast=True) - IMMA_BASE_VALUE) * s_cur[None, :]
     else:
         acc, acc_t = _pair_step(acc, acc_t, xt, b, s_cur, z_cur, WFMT, GROUP_SIZE, BIG, ASM,
-                                UPCAST, WT)  # fmt: skip
+                                UPCAST, WT, ZMMA)  # fmt: skip
     return acc, acc_t
 
 
 @triton.jit
 def _pair_step(acc, acc_t, xt, b, s_cur, z_cur, WFMT: tl.constexpr, GROUP_SIZE: tl.constexpr,
                BIG: tl.constexpr, ASM: tl.constexpr, UPCAST: tl.constexpr,
-               WT: tl.constexpr):  # fmt: skip
+               WT: tl.constexpr, ZMMA: tl.constexpr = False):  # fmt: skip
     """_nibble_step on bf16 pairs: the low nibbles of bytes ``b`` meet x's even columns,
-    the high ones its odd columns."""
+    the high ones its odd columns. ZMMA (int4, WT): the codes as base + q and the zero
+    point as a third operand, -(base + z) on every column (bf16_codes.int4_base_codes)."""
     xe, xo = tl.split(tl.reshape(xt, (xt.shape[0], GROUP_SIZE // 2, 2)))
     if WFMT == 9:  # NVFP4: s_cur, z_cur the two blocks' steps, rounded in float32
         # each byte column's block's step by a select (nvfp4_codes.py: a join and a reshape
@@ -125,6 +133,11 @@ def _pair_step(acc, acc_t, xt, b, s_cur, z_cur, WFMT: tl.constexpr, GROUP_SIZE: 
         lo, hi = nvfp4_codes(b, d, ASM, xt.dtype == tl.float16)
     elif WFMT == 4:
         lo, hi = fp4_codes(b, s_cur, BIG, ASM, xt.dtype == tl.float16)
+    elif ZMMA:
+        tl.static_assert(WFMT == 1 and WT, "ZMMA: int4 weight-only, the weights as operand A")
+        lo, hi, zt = int4_base_codes(b, z_cur, ASM, xt.dtype == tl.float16)
+        if not UPCAST:
+            zt = zt.to(xt.dtype)
     else:
         lo, hi = int4_codes(b, z_cur, ASM, xt.dtype == tl.float16)
     if not UPCAST:
@@ -138,6 +151,13 @@ def _pair_step(acc, acc_t, xt, b, s_cur, z_cur, WFMT: tl.constexpr, GROUP_SIZE: 
     elif WT:
         part = mma(lo, tl.trans(xe), tl.zeros(acc_t.shape, dtype=tl.float32), UPCAST, "ieee")
         part = mma(hi, tl.trans(xo), part, UPCAST, "ieee")
+        if ZMMA == 1:
+            part = mma(zt, tl.trans(xe), part, UPCAST, "ieee")
+            part = mma(zt, tl.trans(xo), part, UPCAST, "ieee")
+        elif ZMMA == 2:  # (probe) a chain of its own, added once
+            zpart = mma(zt, tl.trans(xe), tl.zeros(acc_t.shape, dtype=tl.float32), UPCAST,
+                        "ieee")  # fmt: skip
+            part += mma(zt, tl.trans(xo), zpart, UPCAST, "ieee")
         acc_t += part * s_cur[:, None]
     else:
         part = mma(xe, tl.trans(lo), tl.zeros(acc.shape, dtype=tl.float32), UPCAST, "ieee")
@@ -154,7 +174,7 @@ def _group_steps(
     WT: tl.constexpr, PREF: tl.constexpr, BIG: tl.constexpr, IMMA: tl.constexpr = False,
     LOOP_STAGES: tl.constexpr = 0, ZW: tl.constexpr = False, TILED: tl.constexpr = False,
     ALIGNED: tl.constexpr = False, TILE_B: tl.constexpr = 64, TILE_R: tl.constexpr = 64,
-    KSTEP: tl.constexpr = 0,
+    KSTEP: tl.constexpr = 0, ZMMA: tl.constexpr = False,
 ):  # fmt: skip
     """The main loop of the grouped formats (int4, W4A8, MX) over K range [k_lo, k_hi):
     (acc, acc_t) plus this range's products. ``wrows``: each row's first code byte plus the
@@ -207,5 +227,5 @@ def _group_steps(
                 b = tl.load(wp, mask=nmask[:, None], other=0)
                 acc, acc_t = _nibble_step(acc, acc_t, xt, b, s_cur, z_cur,
                                           WFMT, GROUP_SIZE, BIG, ASM, UPCAST, WT,
-                                          IMMA)  # fmt: skip
+                                          IMMA, ZMMA)  # fmt: skip
     return acc, acc_t

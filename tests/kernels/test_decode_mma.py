@@ -345,6 +345,9 @@ def test_serves_only_what_it_computes():
         assert dm.serves(x.half(), w, 1, fmt)
     assert dm.serves(x.half(), q, 2, WeightFormat.UINT4)  # and int4 (its fp16 PTX)
     assert not dm.serves(x.half(), q, 2, WeightFormat.INT4_SYM)  # W4A8 takes int8 codes
+    _, s, z = _int4(8, 256, 128)  # K of two groups: one column of zero-point words,
+    sg, zw = s.t().contiguous().t(), pack_zero_words(z)  # whose stride there is anything
+    assert zw.shape[1] == 1 and dm.serves(x, q, 2, WeightFormat.UINT4, sg, zw)
 
 
 def _eight_row_case(fmt: str, m: int) -> tuple[tuple, dict]:
