@@ -24,6 +24,7 @@ the peer's kernel).
 w4a8_gemv (M = 1) or int_act_mm's decode (M > 1); keys GEMV_TILE's (M = 1), ``SGM`` (the
 scales group-major), ``XQ`` (x quantized in the GEMV: one launch), ``PDL`` (the decode
 kernel launched with programmatic dependent launch while the activation kernel runs) and
+``GEMV`` (M > 1: the GEMV for every row, up to w4a8_gemv.MAX_ROWS, on row-major scales) and
 ``TILED`` (a probe: decode_mma at every M on the codes in tiles of one group, tile_uint4's
 TILE_B 16 x TILE_R 64, one group a step over 5 stages; other decode_mma.TILE keys beside
 it; bench/NOTES.md, session 28). A
@@ -116,13 +117,14 @@ def _gemv_runner(x: torch.Tensor, t: tuple, tile: dict) -> Any:
     m = x.shape[0]
     if tile.pop("TILED", False):
         return _group_tiles_runner(x, t, tile, pdl)
-    s = t[1].t().contiguous().t() if tile.pop("SGM", False) or m > 1 else t[1]
-    y = torch.empty(1, t[0].shape[0], dtype=x.dtype, device=x.device)
+    gemv = m == 1 or tile.pop("GEMV", False)  # (M > 1: the GEMV's rows, up to its MAX_ROWS)
+    s = t[1].t().contiguous().t() if tile.pop("SGM", False) or not gemv else t[1]
+    y = torch.empty(m, t[0].shape[0], dtype=x.dtype, device=x.device)
     flags = dict(GROUP_SIZE=32, ASYM=False, STATIC=False, HAS_BIAS=False, HAS_BIAS_INT=False)
     xs1 = torch.empty(1, dtype=torch.float32, device=x.device)
 
     def call() -> torch.Tensor:
-        if m > 1:
+        if not gemv:
             xq, xs, _ = act_quant.quantize_int8_act_triton(x, 0, None, pdl)
             return int_act_mm_triton(xq, xs, None, t[0], s, None, None, x.dtype, 0, None, pdl)
         xq, xs = (x, xs1) if xq_in else act_quant.quantize_int8_act_triton(x, 0, None, pdl)[:2]

@@ -166,6 +166,10 @@ def _tuned(strategy: Strategy, device: torch.device, group_size: int):
     return _TUNED[key]
 
 
+GEMV_ROWS = 1
+"""W4A8 decode takes the dp4a GEMV (w4a8_gemv: the codes loaded once for every row, up to
+its MAX_ROWS) up to this many rows, decode_mma above (bench/NOTES.md, session 34)."""
+
 PDL_ROWS = 2
 """W8A8, W4A8 and fp8 decode take programmatic dependent launch (``pdl``) up to this many
 rows. H100, graph replays of the activation kernel and the decode kernel, 8192^2 / 4096 x
@@ -278,7 +282,13 @@ def _int_act(
         return y.to(out_dtype)
     static = x_scale.dim() == 0
     decode = Strategy(strategy) is Strategy.DECODE
-    if decode and int4 and m > 1 and bias_int is None and dm.serves(xq, wq, groups, W4, w_scale):
+    gemv = decode and int4 and m <= GEMV_ROWS and gs <= 1 << 14
+    if gemv and m > 1 and not xq.is_contiguous():
+        gemv = False
+    if (
+        decode and int4 and not gemv and m > 1 and bias_int is None
+        and dm.serves(xq, wq, groups, W4, w_scale)
+    ):  # fmt: skip
         # 2 <= M <= 16 on the bf16 matrix-unit decode (exact codes, x - x_zero and group
         # sums; scales row-major or group-major): 24-25 us against this module's kernel's
         # 46 at K = N = 8192, M = 16 (H200, sessions 9 and 15)
@@ -298,7 +308,7 @@ def _int_act(
     )  # fmt: skip
     fused = dict(XQ=True) if xq_in_kernel else {}
     backend = backend_of(xq.device)
-    if Strategy(strategy) is Strategy.DECODE and m == 1 and int4 and gs <= 1 << 14:
+    if gemv:
         w4a8_gemv(args, y, k, gs, flags, split, xq_in_kernel, pdl and not xq_in_kernel)
         return y.to(out_dtype)
     if xq_in_kernel and (int4 or m != 1 or Strategy(strategy) is not Strategy.DECODE):

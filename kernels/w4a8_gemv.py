@@ -75,6 +75,70 @@ def _words_dot(
 
 
 @triton.jit
+def _rows_dot(
+    a0, a1, a2, a3, p, x_words, x_row, k0, ws, g, z0, z1, z2, z3, bq, gstar, offs_g,
+    GROUP_SIZE: tl.constexpr, GROUPS: tl.constexpr, WORDS: tl.constexpr, ASYM: tl.constexpr,
+    HAS_BIAS_INT: tl.constexpr, ROWS: tl.constexpr,
+):  # fmt: skip
+    """_words_dot for each of ROWS (1-4) activation rows, ``x_row`` int32 words apart, on the
+    same code words ``p`` (loaded once; their nibble masks, common to every row, computed
+    once by the compiler)."""
+    wd = x_words + k0 // 4
+    a0 = _words_dot(a0, p, tl.load(wd), ws, g, z0, bq, gstar, offs_g, GROUP_SIZE, GROUPS,
+                    WORDS, ASYM, HAS_BIAS_INT)  # fmt: skip
+    if ROWS > 1:
+        a1 = _words_dot(a1, p, tl.load(wd + x_row), ws, g, z1, bq, gstar, offs_g, GROUP_SIZE,
+                        GROUPS, WORDS, ASYM, HAS_BIAS_INT)  # fmt: skip
+    if ROWS > 2:
+        a2 = _words_dot(a2, p, tl.load(wd + 2 * x_row), ws, g, z2, bq, gstar, offs_g,
+                        GROUP_SIZE, GROUPS, WORDS, ASYM, HAS_BIAS_INT)  # fmt: skip
+    if ROWS > 3:
+        a3 = _words_dot(a3, p, tl.load(wd + 3 * x_row), ws, g, z3, bq, gstar, offs_g,
+                        GROUP_SIZE, GROUPS, WORDS, ASYM, HAS_BIAS_INT)  # fmt: skip
+    return a0, a1, a2, a3
+
+
+@triton.jit
+def _float_dot(accf, lo, hi, x_row_ptr, k0, ws, g, xz, bq, gstar, offs_g, offs_h,
+               GROUP_SIZE: tl.constexpr, GROUPS: tl.constexpr, HALF: tl.constexpr,
+               ASYM: tl.constexpr, HAS_BIAS_INT: tl.constexpr, XQ: tl.constexpr,
+               s1, z1, MODE: tl.constexpr):  # fmt: skip
+    """The float path's step for one activation row (the interpreter, ROCm): float32 FMAs
+    whose group sums are exact integers; ``lo``, ``hi`` the step's codes less 8."""
+    xe = tl.load(x_row_ptr + k0 + offs_h)
+    xo = tl.load(x_row_ptr + k0 + offs_h + 1)
+    if XQ:
+        xe = tl.reshape(quantize_one_row(xe[None, :], s1, z1, tl.int8, MODE, 127.0), (HALF,))
+        xo = tl.reshape(quantize_one_row(xo[None, :], s1, z1, tl.int8, MODE, 127.0), (HALF,))
+    xe = xe.to(tl.float32)
+    xo = xo.to(tl.float32)
+    prod = tl.reshape(lo * xe[None, :] + hi * xo[None, :],
+                      (lo.shape[0], GROUPS, GROUP_SIZE // 2))  # fmt: skip
+    gsum = tl.sum(prod, axis=2)  # [BLOCK_N, GROUPS]
+    if ASYM:
+        lh = tl.reshape(lo + hi, (lo.shape[0], GROUPS, GROUP_SIZE // 2))
+        gsum -= xz.to(tl.float32) * tl.sum(lh, axis=2)
+    if HAS_BIAS_INT:
+        mine = gstar[:, None] == (g + offs_g)[None, :]
+        gsum += tl.where(mine, bq[:, None], 0).to(tl.float32)
+    return accf + tl.sum(gsum * ws, axis=1)
+
+
+@triton.jit
+def _row_out(accf, r, xs_ptr, b_ptr, y_ptr, p_ptr, offs_n, nmask, N, pid_k,
+             STATIC: tl.constexpr, HAS_BIAS: tl.constexpr, SPLIT_K: tl.constexpr,
+             ROWS: tl.constexpr):  # fmt: skip
+    """Row r's float32 sums: its split-K partial, or y = sums * x's scale (+ bias)."""
+    if SPLIT_K > 1:
+        tl.store(p_ptr + (pid_k.to(tl.int64) * ROWS + r) * N + offs_n, accf, mask=nmask)
+    else:
+        y = accf * tl.load(xs_ptr + (0 if STATIC else r))
+        if HAS_BIAS:
+            y = y + tl.load(b_ptr + offs_n, mask=nmask, other=0.0).to(tl.float32)
+        tl.store(y_ptr + r * N + offs_n, y.to(y_ptr.dtype.element_ty), mask=nmask)
+
+
+@triton.jit
 def _w4a8_gemv_kernel(
     xq_ptr, xs_ptr, xz_ptr, w_ptr, s_ptr, b_ptr, bq_ptr, gstar_ptr, y_ptr, p_ptr, c_ptr,
     N, K, stride_sn, stride_sg, K_SPLIT,
@@ -82,9 +146,11 @@ def _w4a8_gemv_kernel(
     HAS_BIAS: tl.constexpr, HAS_BIAS_INT: tl.constexpr, SPLIT_K: tl.constexpr,
     TAIL: tl.constexpr, BLOCK_N: tl.constexpr, ASM: tl.constexpr, XQ: tl.constexpr = False,
     PDL: tl.constexpr = False, TRIGGER: tl.constexpr = False, AHEAD: tl.constexpr = False,
-    ALIGNED: tl.constexpr = False,
+    ALIGNED: tl.constexpr = False, ROWS: tl.constexpr = 1,
 ):  # fmt: skip
-    """W4A8 at M == 1 without the matrix units: GROUPS quantization groups a loop step.
+    """W4A8 at M == ROWS (1 to 4; x and y contiguous [ROWS, K] and [ROWS, N]) without the
+    matrix units: GROUPS quantization groups a loop step, each step's codes loaded once for
+    every row.
 
     ASM (CUDA): the codes stay integers. A 32-bit word holds 8 codes; masking its low and high
     nibbles gives two words of four unsigned bytes (q + 8), and one ``dp4a`` each multiplies
@@ -105,6 +171,7 @@ def _w4a8_gemv_kernel(
     multiple of 32 codes: groups are powers of two >= 32), so sm90 loads them 16 bytes at a
     time (ld.global.v4, not v2; bench/NOTES.md, sessions 24 and 25)."""
     splitk.trigger(TRIGGER)
+    tl.static_assert(ROWS >= 1 and ROWS <= 4 and (ROWS == 1 or not XQ), "ROWS: 1-4, XQ at 1")
     MODE: tl.constexpr = 1 if ASYM else (2 if STATIC else 0)
     HALF: tl.constexpr = GROUP_SIZE * GROUPS // 2  # bytes of a row per step
     WORDS: tl.constexpr = HALF // 4
@@ -127,6 +194,7 @@ def _w4a8_gemv_kernel(
     k_lo = pid_k * K_SPLIT
     k_hi = tl.minimum(K, k_lo + K_SPLIT)
     STEP: tl.constexpr = 2 * HALF
+    x_row = K // 4  # int32 words between activation rows
     if AHEAD:  # the first step's weights, before the wait (every range holds whole steps)
         p0 = tl.load(w_rows + _word(k_lo, ALIGNED), mask=nmask[:, None], other=0x08080808)
         ws0 = tl.load(s_rows + (k_lo // GROUP_SIZE) * stride_sg, mask=nmask[:, None], other=0.0)
@@ -134,68 +202,76 @@ def _w4a8_gemv_kernel(
         gdc_wait()
     bq = tl.load(bq_ptr + offs_n, mask=nmask & HAS_BIAS_INT, other=0)
     gstar = tl.load(gstar_ptr + offs_n, mask=nmask & HAS_BIAS_INT, other=-1)
-    xz = 0
+    z0, z1, z2, z3 = 0, 0, 0, 0
+    s1 = 0.0
     if XQ:
-        s1, z1 = one_row_scale(xq_ptr, xs_ptr, xs_ptr, K, MODE, STATIC, False, 127.0, 2048)
-        xz = z1.to(tl.int32)
+        s1, zq = one_row_scale(xq_ptr, xs_ptr, xs_ptr, K, MODE, STATIC, False, 127.0, 2048)
+        z0 = zq.to(tl.int32)
     elif ASYM:
-        xz = tl.load(xz_ptr)  # int32
-    accf = tl.zeros((BLOCK_N,), dtype=tl.float32)
+        z0 = tl.load(xz_ptr)  # int32, a row's
+        if ROWS > 1:
+            z1 = tl.load(xz_ptr + 1)
+        if ROWS > 2:
+            z2 = tl.load(xz_ptr + 2)
+        if ROWS > 3:
+            z3 = tl.load(xz_ptr + 3)
+    a0 = tl.zeros((BLOCK_N,), dtype=tl.float32)
+    a1, a2, a3 = a0, a0, a0
     if AHEAD:
-        x0 = tl.load(x_words + k_lo // 4)
-        accf = _words_dot(accf, p0, x0, ws0, k_lo // GROUP_SIZE, xz, bq, gstar, offs_g,
-                          GROUP_SIZE, GROUPS, WORDS, ASYM, HAS_BIAS_INT)  # fmt: skip
+        a0, a1, a2, a3 = _rows_dot(a0, a1, a2, a3, p0, x_words, x_row, k_lo, ws0,
+                                   k_lo // GROUP_SIZE, z0, z1, z2, z3, bq, gstar, offs_g,
+                                   GROUP_SIZE, GROUPS, WORDS, ASYM, HAS_BIAS_INT, ROWS)  # fmt: skip
     for k0 in range(k_lo + (STEP if AHEAD else 0), k_hi, STEP):
         g = k0 // GROUP_SIZE
         if ASM:
             p = tl.load(w_rows + _word(k0, ALIGNED), mask=nmask[:, None], other=0x08080808)
+            ws = tl.load(s_rows + g * stride_sg, mask=nmask[:, None], other=0.0)
             if XQ:  # four codes a word, the first in the low byte (the int8 tensor's bytes)
                 xf = tl.load(xq_ptr + k0 + tl.arange(0, 8 * WORDS))[None, :]
-                c = tl.reshape(quantize_one_row(xf, s1, z1, tl.int8, MODE, 127.0), (2 * WORDS, 4))
+                c = tl.reshape(quantize_one_row(xf, s1, z0, tl.int8, MODE, 127.0), (2 * WORDS, 4))
                 c = (c.to(tl.int32) & 0xFF) << (8 * tl.arange(0, 4))[None, :]
                 xw = tl.sum(c, axis=1)  # disjoint bytes: the sum is their OR
+                a0 = _words_dot(a0, p, xw, ws, g, z0, bq, gstar, offs_g, GROUP_SIZE, GROUPS,
+                                WORDS, ASYM, HAS_BIAS_INT)  # fmt: skip
             else:
-                xw = tl.load(x_words + k0 // 4)
-            ws = tl.load(s_rows + g * stride_sg, mask=nmask[:, None], other=0.0)
-            accf = _words_dot(accf, p, xw, ws, g, xz, bq, gstar, offs_g, GROUP_SIZE, GROUPS,
-                              WORDS, ASYM, HAS_BIAS_INT)  # fmt: skip
+                a0, a1, a2, a3 = _rows_dot(a0, a1, a2, a3, p, x_words, x_row, k0, ws, g, z0,
+                                           z1, z2, z3, bq, gstar, offs_g, GROUP_SIZE, GROUPS,
+                                           WORDS, ASYM, HAS_BIAS_INT, ROWS)  # fmt: skip
         else:
             pb = tl.load(w_rows + k0 // 2, mask=nmask[:, None], other=0x88).to(tl.int32)
             lo = exact_float(pb & 0xF, 0) - (MAGIC + 8.0)
             hi = exact_float(pb >> 4, 0) - (MAGIC + 8.0)
-            xe = tl.load(xq_ptr + k0 + offs_h)
-            xo = tl.load(xq_ptr + k0 + offs_h + 1)
-            if XQ:
-                xe = tl.reshape(
-                    quantize_one_row(xe[None, :], s1, z1, tl.int8, MODE, 127.0), (HALF,)
-                )
-                xo = tl.reshape(
-                    quantize_one_row(xo[None, :], s1, z1, tl.int8, MODE, 127.0), (HALF,)
-                )
-            xe = xe.to(tl.float32)
-            xo = xo.to(tl.float32)
-            prod = tl.reshape(lo * xe[None, :] + hi * xo[None, :],
-                              (BLOCK_N, GROUPS, GROUP_SIZE // 2))  # fmt: skip
-            gsum = tl.sum(prod, axis=2)  # [BLOCK_N, GROUPS]
-            if ASYM:
-                lh = tl.reshape(lo + hi, (BLOCK_N, GROUPS, GROUP_SIZE // 2))
-                gsum -= xz.to(tl.float32) * tl.sum(lh, axis=2)
-            # _words_dot's tail written out: its scale load first made gfx942 spill to AGPRs
-            if HAS_BIAS_INT:
-                mine = gstar[:, None] == (g + offs_g)[None, :]
-                gsum += tl.where(mine, bq[:, None], 0).to(tl.float32)
+            # the scales after the codes (loaded first, gfx942 spilled to AGPRs)
             ws = tl.load(s_rows + g * stride_sg, mask=nmask[:, None], other=0.0)
-            accf += tl.sum(gsum * ws, axis=1)
-    if SPLIT_K > 1:
-        tl.store(p_ptr + pid_k.to(tl.int64) * N + offs_n, accf, mask=nmask)
-        if TAIL:
-            splitk.finish(p_ptr, c_ptr, p_ptr, p_ptr, xs_ptr, b_ptr, y_ptr, 1, N, N,
-                          SPLIT_K, TAIL, BLOCK_N)  # fmt: skip
-    else:
-        y = accf * tl.load(xs_ptr)
-        if HAS_BIAS:
-            y = y + tl.load(b_ptr + offs_n, mask=nmask, other=0.0).to(tl.float32)
-        tl.store(y_ptr + offs_n, y.to(y_ptr.dtype.element_ty), mask=nmask)
+            a0 = _float_dot(a0, lo, hi, xq_ptr, k0, ws, g, z0, bq, gstar, offs_g, offs_h,
+                            GROUP_SIZE, GROUPS, HALF, ASYM, HAS_BIAS_INT, XQ, s1, z0,
+                            MODE)  # fmt: skip
+            if ROWS > 1:
+                a1 = _float_dot(a1, lo, hi, xq_ptr + K, k0, ws, g, z1, bq, gstar, offs_g,
+                                offs_h, GROUP_SIZE, GROUPS, HALF, ASYM, HAS_BIAS_INT, XQ, s1,
+                                z0, MODE)  # fmt: skip
+            if ROWS > 2:
+                a2 = _float_dot(a2, lo, hi, xq_ptr + 2 * K, k0, ws, g, z2, bq, gstar, offs_g,
+                                offs_h, GROUP_SIZE, GROUPS, HALF, ASYM, HAS_BIAS_INT, XQ, s1,
+                                z0, MODE)  # fmt: skip
+            if ROWS > 3:
+                a3 = _float_dot(a3, lo, hi, xq_ptr + 3 * K, k0, ws, g, z3, bq, gstar, offs_g,
+                                offs_h, GROUP_SIZE, GROUPS, HALF, ASYM, HAS_BIAS_INT, XQ, s1,
+                                z0, MODE)  # fmt: skip
+    _row_out(a0, 0, xs_ptr, b_ptr, y_ptr, p_ptr, offs_n, nmask, N, pid_k, STATIC, HAS_BIAS,
+             SPLIT_K, ROWS)  # fmt: skip
+    if ROWS > 1:
+        _row_out(a1, 1, xs_ptr, b_ptr, y_ptr, p_ptr, offs_n, nmask, N, pid_k, STATIC,
+                 HAS_BIAS, SPLIT_K, ROWS)  # fmt: skip
+    if ROWS > 2:
+        _row_out(a2, 2, xs_ptr, b_ptr, y_ptr, p_ptr, offs_n, nmask, N, pid_k, STATIC,
+                 HAS_BIAS, SPLIT_K, ROWS)  # fmt: skip
+    if ROWS > 3:
+        _row_out(a3, 3, xs_ptr, b_ptr, y_ptr, p_ptr, offs_n, nmask, N, pid_k, STATIC,
+                 HAS_BIAS, SPLIT_K, ROWS)  # fmt: skip
+    if SPLIT_K > 1 and TAIL:
+        splitk.finish(p_ptr, c_ptr, p_ptr, p_ptr, xs_ptr, b_ptr, y_ptr, ROWS, N, N, SPLIT_K,
+                      TAIL, BLOCK_N)  # fmt: skip
 
 
 GEMV_TILE = {
@@ -225,6 +301,10 @@ Earlier: session 8 (float32 path) four groups of 32 rows on 2 warps; session 9 (
 64 x 256."""
 
 
+MAX_ROWS = 4
+"""The most activation rows one launch takes (the kernel's accumulators are one a row)."""
+
+
 def w4a8_gemv(
     args: tuple[torch.Tensor, ...],
     y: torch.Tensor,
@@ -236,7 +316,8 @@ def w4a8_gemv(
     pdl: bool = False,
     tile: dict | None = None,
 ) -> None:
-    """Launch the GEMV into y [1, N]: ``args`` the eight leading tensors of
+    """Launch the GEMV into y [M, N] (M = 1 to :data:`MAX_ROWS`, x and y contiguous; the
+    x-quantizing launch at M = 1 only): ``args`` the eight leading tensors of
     ``_w4a8_gemv_kernel`` (int_act_mm's order; the scales [N, G] in either order), ``flags``
     int_act_mm's constexprs (the ones this kernel does not take are left out), ``split`` a
     forced split-K, ``pdl`` a launch with programmatic dependent launch (the caller checked
@@ -245,6 +326,11 @@ def w4a8_gemv(
     GEMV_TILE's keys."""
     xq, x_scale, wq, ws, bias = args[0], args[1], args[3], args[4], args[5]
     n = wq.shape[0]
+    m = y.shape[0]
+    if not 1 <= m <= (1 if xq_in_kernel else MAX_ROWS) or xq.shape[0] != m:
+        raise ValueError(f"w4a8_gemv: M={m} (x {tuple(xq.shape)}); it takes 1 to {MAX_ROWS}")
+    if m > 1 and (xq.stride() != (k, 1) or not y.is_contiguous()):
+        raise ValueError("w4a8_gemv: x and y rows must be contiguous")
     backend = backend_of(y.device)
     cfg = {**GEMV_TILE, **(tile or {})}
     ahead = pdl and _common.PDL_AHEAD
@@ -265,6 +351,6 @@ def w4a8_gemv(
         GROUPS=step // gs, SPLIT_K=p.split, TAIL=p.tail(splitk.epilogue_bits(**epi)),
         BLOCK_N=bn, ASM=words, num_warps=warps, XQ=xq_in_kernel, PDL=pdl,
         launch_pdl=pdl, TRIGGER=p.chain, AHEAD=ahead and words and not xq_in_kernel,
-        ALIGNED=cfg["ALIGNED"], **own,
+        ALIGNED=cfg["ALIGNED"], ROWS=m, **own,
     )  # fmt: skip
     p.finish(y, **epi)

@@ -1,0 +1,95 @@
+"""kernels/w4a8_gemv.py at several activation rows (ROWS 2-4: each step's codes loaded once
+for every row) against the same GEMV one row at a time and the reference, and int_act_mm's
+routing of W4A8 decode by M (GEMV_ROWS).
+
+Runs under TRITON_INTERPRET=1 on CPU tensors (``make kernels-interpret``: the float path)
+and on a GPU (the ``dp4a`` path); the plain CPU unit run skips it.
+"""
+
+import pytest
+import torch
+from aoq.kernels import act_quant as aq
+from aoq.kernels import int_act_mm as ia
+from aoq.kernels import w4a8_gemv as wg
+from aoq.kernels._common import INTERPRET
+
+from aoq.formats import affine
+from aoq.formats.packing import pack_uint4
+from aoq.testing.metrics import max_rel_error
+
+GPU = torch.cuda.is_available() and not INTERPRET
+pytestmark = pytest.mark.skipif(
+    not (INTERPRET or GPU), reason="needs TRITON_INTERPRET=1 before import, or a GPU"
+)
+DEV = "cuda" if GPU else "cpu"
+MODES = {"sym": 0, "asym": 1, "static": 2}
+
+
+def _case(m: int, mode: int, n: int = 80, k: int = 2048):
+    g = torch.Generator().manual_seed(7 * m + mode)
+    w, x = torch.randn(n, k, generator=g), torch.randn(m, k, generator=g)
+    x[0, :7] *= 40  # a row with wide values
+    xq, xs, xz = aq.quantize_int8_act(x, mode, torch.tensor(0.035))
+    q4, s4 = affine.quantize_int4_symmetric(w, 32)
+    bias_int = torch.randint(-999, 999, (n,), dtype=torch.int32, generator=g) if mode == 2 else None
+    bias = None if mode == 2 else torch.randn(n, generator=g)
+    host = (xq, xs, xz if mode == 1 else None, pack_uint4(q4 + 8), s4, bias, bias_int)
+    return host, tuple(t.to(DEV) if isinstance(t, torch.Tensor) else t for t in host)
+
+
+def _gemv(args, m: int, split: int | None, mode: int) -> torch.Tensor:
+    """The GEMV's launch itself (int_act_mm's arguments) at M = m."""
+    xq, xs, xz, wq, s4, bias, bias_int = args
+    ws = s4.contiguous()
+    gstar = ia.ref.bias_group(ws).to(torch.int32) if bias_int is not None else ws
+    flags = dict(GROUP_SIZE=32, ASYM=mode == 1, STATIC=mode == 2, HAS_BIAS=bias is not None,
+                 HAS_BIAS_INT=bias_int is not None)  # fmt: skip
+    launch_args = (xq, xs, xz if xz is not None else xs, wq, ws,
+                   bias if bias is not None else ws, bias_int if bias_int is not None else ws,
+                   gstar)  # fmt: skip
+    y = torch.empty(m, wq.shape[0], dtype=torch.float32, device=DEV)
+    wg.w4a8_gemv(launch_args, y, xq.shape[1], 32, flags, split, False)
+    return y
+
+
+@pytest.mark.parametrize("mode", MODES.values(), ids=MODES.keys())
+@pytest.mark.parametrize("m", [2, 3, 4])
+@pytest.mark.parametrize("split", [1, 3])
+def test_rows_are_each_row_alone(m, mode, split):
+    """Each row of an M-row launch is that row's M = 1 launch bit for bit (the same exact
+    group sums, steps and split, in the same float32 order), every activation mode
+    (zero points, the static form's int32 bias), with K split or not; and the reference's
+    product to float32 rounding."""
+    host, dev = _case(m, mode)
+    got = _gemv(dev, m, split, mode)
+    xq, xs, xz = dev[:3]
+    for r in range(m):
+        row = (xq[r : r + 1], xs if mode == 2 else xs[r : r + 1],
+               None if xz is None else xz[r : r + 1], *dev[3:])  # fmt: skip
+        assert torch.equal(got[r : r + 1], _gemv(row, 1, split, mode)), r
+    want = ia.int_act_mm(*host, torch.float32, 0)
+    assert max_rel_error(want, got.cpu()) < 1e-6
+
+
+def test_rows_refused_past_the_limit():
+    _, dev = _case(wg.MAX_ROWS + 1, 0)
+    with pytest.raises(ValueError, match="takes 1 to"):
+        _gemv(dev, wg.MAX_ROWS + 1, 1, 0)
+
+
+@pytest.mark.parametrize("rows", [1, 4])
+def test_decode_takes_the_gemv_up_to_gemv_rows(monkeypatch, rows):
+    """int_act_mm's W4A8 decode: the GEMV for M <= GEMV_ROWS, decode_mma above; both the
+    reference's product."""
+    from aoq.kernels import decode_mma as dm
+
+    monkeypatch.setattr(ia, "GEMV_ROWS", rows)
+    calls = []
+    real_g, real_d = wg.w4a8_gemv, dm.decode_mma
+    monkeypatch.setattr(ia, "w4a8_gemv", lambda *a, **k: calls.append("gemv") or real_g(*a, **k))
+    monkeypatch.setattr(dm, "decode_mma", lambda *a, **k: calls.append("mma") or real_d(*a, **k))
+    for m in (1, 3, 5):
+        host, dev = _case(m, 0)
+        got = ia.int_act_mm_triton(*dev, torch.float32, 0)
+        assert calls.pop() == ("gemv" if m <= rows else "mma"), m
+        assert max_rel_error(ia.int_act_mm(*host, torch.float32, 0), got.cpu()) < 1e-6
