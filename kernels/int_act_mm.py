@@ -166,9 +166,16 @@ def _tuned(strategy: Strategy, device: torch.device, group_size: int):
     return _TUNED[key]
 
 
-GEMV_ROWS = 1
+GEMV_ROWS = 3
 """W4A8 decode takes the dp4a GEMV (w4a8_gemv: the codes loaded once for every row, up to
-its MAX_ROWS) up to this many rows, decode_mma above (bench/NOTES.md, session 34)."""
+its MAX_ROWS) up to this many rows, decode_mma above, with programmatic dependent launch up
+to here too (triton_linear._pdl). H200, activation kernel + decode under PDL, 8192^2 / 4096
+x 14336 / 14336 x 4096 (``python -m bench.decode_rows --formats w4a8gemv --extra
+'{"w4a8gemv": [{"GEMV": true, "PDL": true}]}'``, session 34): M 2 23.9 / 20.7 / 22.9 us on
+decode_mma, 16.8 / 14.7 / 15.8 on the GEMV; M 3 23.9 / 21.3 / 23.5 against 20.8 / 18.6 /
+19.1 (512-code steps: GEMV_TILE's STEP_K_ROWS); M 4 24.1 / 21.3 / 23.3 against 24.1 / 21.5 /
+22.2, a tie, so decode_mma keeps M 4: the GEMV's dp4a work grows with the rows, decode_mma's
+MMAs do not."""
 
 PDL_ROWS = 2
 """W8A8, W4A8 and fp8 decode take programmatic dependent launch (``pdl``) up to this many
@@ -289,7 +296,7 @@ def _int_act(
         decode and int4 and not gemv and m > 1 and bias_int is None
         and dm.serves(xq, wq, groups, W4, w_scale)
     ):  # fmt: skip
-        # 2 <= M <= 16 on the bf16 matrix-unit decode (exact codes, x - x_zero and group
+        # GEMV_ROWS < M <= 16 on the bf16 matrix-unit decode (exact codes, x - x_zero and group
         # sums; scales row-major or group-major): 24-25 us against this module's kernel's
         # 46 at K = N = 8192, M = 16 (H200, sessions 9 and 15)
         dm.decode_mma(xq, wq, w_scale, None, bias, y, groups, W4, split, x_scale=x_scale,

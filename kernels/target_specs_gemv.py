@@ -136,6 +136,12 @@ def gemv_specs(target: str) -> list[Spec]:
             XQ=True,
             BLOCK_N=GEMV_TILE["XQ_BLOCK_N"],
         ),  # fmt: skip
+        # three activation rows a launch (int_act_mm.GEMV_ROWS), at their step
+        replace(
+            w4a8_gemv,
+            name="w4a8.gemv_rows3",
+            constexprs={**gemv_ce, "ROWS": 3, "GROUPS": GEMV_TILE["STEP_K_ROWS"][3] // 32},
+        ),
         # programmatic dependent launch (griddepcontrol): sm90 and later
         *([pdl_variant(w4a8_gemv, True)] if target in PDL_TARGETS else []),
         reduce := Spec("splitk.reduce", "splitk", "_reduce_kernel", red_sig, red_ce, mma=False),

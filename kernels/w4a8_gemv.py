@@ -276,10 +276,14 @@ def _w4a8_gemv_kernel(
 
 GEMV_TILE = {
     "BLOCK_N": 16, "STEP_K": 1024, "num_warps": 2, "per_sm": 8, "XQ_BLOCK_N": 32,
-    "XQ_num_warps": 2, "ALIGNED": True,
+    "XQ_num_warps": 2, "ALIGNED": True, "STEP_K_ROWS": {3: 512, 4: 512},
 }  # fmt: skip
 """W4A8 GEMV: rows per program, K per loop step (whole groups: the largest power-of-two
-multiple of the group up to STEP_K that divides K), warps, split-K target programs per SM;
+multiple of the group up to STEP_K that divides K; ``STEP_K_ROWS``: the step at that many
+activation rows, where a 1024-code step's values for every row crowd the registers: H200,
+activation kernel + GEMV under PDL, M 3, 8192^2 / 4096 x 14336 / 14336 x 4096: 22.9 / 21.9 /
+19.2 us at 1024, 20.8 / 18.6 / 19.1 at 512; M 4 27.0 / 25.3 / 26.0 against 24.1 / 21.5 /
+22.2; session 34), warps, split-K target programs per SM;
 ``XQ_*``: the rows and warps of the launch that quantizes x itself (eager M = 1), whose
 programs each quantize their own copy of a step of x, so fewer and wider ones pay off. Its
 split is the BLOCK_N launch's (w4a8_gemv), so the float32 order of the exact group sums (a
@@ -334,7 +338,7 @@ def w4a8_gemv(
     backend = backend_of(y.device)
     cfg = {**GEMV_TILE, **(tile or {})}
     ahead = pdl and _common.PDL_AHEAD
-    step = splitk.k_step(k, gs, cfg["STEP_K"])
+    step = splitk.k_step(k, gs, cfg["STEP_K_ROWS"].get(m, cfg["STEP_K"]))
     p = splitk.plan(y, backend, triton.cdiv(n, cfg["BLOCK_N"]), k, step, split,
                     per_sm=cfg["per_sm"])  # fmt: skip
     if cfg["XQ_BLOCK_N"] < cfg["BLOCK_N"]:  # the plan's counters are per BLOCK_N tile

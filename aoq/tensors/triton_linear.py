@@ -214,8 +214,11 @@ def _int_act_check(x: torch.Tensor, w: Any, bias: Any) -> str | None:
 
 def _pdl(strategy: int, x: torch.Tensor, w: Any) -> bool:
     """The decode kernel starts while the activation kernel runs (programmatic dependent
-    launch, sm90+: at M <= int_act_mm.PDL_ROWS; eager and CUDA graphs, not traced)."""
-    rows = strategy == 0 and x.shape[0] <= _k.int_act_mm.PDL_ROWS
+    launch, sm90+: at M <= int_act_mm.PDL_ROWS, W4A8 wherever its GEMV serves, GEMV_ROWS;
+    eager and CUDA graphs, not traced)."""
+    ia = _k.int_act_mm
+    gemv = ia.GEMV_ROWS if isinstance(w, Int4Tensor) else 0
+    rows = strategy == 0 and x.shape[0] <= max(ia.PDL_ROWS, gemv)
     return rows and not _traced(x, w.qdata) and _k._common.pdl(x.device)
 
 

@@ -37,7 +37,7 @@ def _case(m: int, mode: int, n: int = 80, k: int = 2048):
     return host, tuple(t.to(DEV) if isinstance(t, torch.Tensor) else t for t in host)
 
 
-def _gemv(args, m: int, split: int | None, mode: int) -> torch.Tensor:
+def _gemv(args, m: int, split: int | None, mode: int, tile: dict | None = None) -> torch.Tensor:
     """The GEMV's launch itself (int_act_mm's arguments) at M = m."""
     xq, xs, xz, wq, s4, bias, bias_int = args
     ws = s4.contiguous()
@@ -48,7 +48,7 @@ def _gemv(args, m: int, split: int | None, mode: int) -> torch.Tensor:
                    bias if bias is not None else ws, bias_int if bias_int is not None else ws,
                    gstar)  # fmt: skip
     y = torch.empty(m, wq.shape[0], dtype=torch.float32, device=DEV)
-    wg.w4a8_gemv(launch_args, y, xq.shape[1], 32, flags, split, False)
+    wg.w4a8_gemv(launch_args, y, xq.shape[1], 32, flags, split, False, tile=tile)
     return y
 
 
@@ -56,17 +56,19 @@ def _gemv(args, m: int, split: int | None, mode: int) -> torch.Tensor:
 @pytest.mark.parametrize("m", [2, 3, 4])
 @pytest.mark.parametrize("split", [1, 3])
 def test_rows_are_each_row_alone(m, mode, split):
-    """Each row of an M-row launch is that row's M = 1 launch bit for bit (the same exact
-    group sums, steps and split, in the same float32 order), every activation mode
+    """Each row of an M-row launch is that row's M = 1 launch at the same step (GEMV_TILE's
+    STEP_K_ROWS) bit for bit (the same exact group sums, steps and split, in the same
+    float32 order), every activation mode
     (zero points, the static form's int32 bias), with K split or not; and the reference's
     product to float32 rounding."""
     host, dev = _case(m, mode)
     got = _gemv(dev, m, split, mode)
     xq, xs, xz = dev[:3]
+    step = {"STEP_K": wg.GEMV_TILE["STEP_K_ROWS"].get(m, wg.GEMV_TILE["STEP_K"])}
     for r in range(m):
         row = (xq[r : r + 1], xs if mode == 2 else xs[r : r + 1],
                None if xz is None else xz[r : r + 1], *dev[3:])  # fmt: skip
-        assert torch.equal(got[r : r + 1], _gemv(row, 1, split, mode)), r
+        assert torch.equal(got[r : r + 1], _gemv(row, 1, split, mode, step)), r
     want = ia.int_act_mm(*host, torch.float32, 0)
     assert max_rel_error(want, got.cpu()) < 1e-6
 

@@ -42,8 +42,11 @@ def test_group_major_int4_parameters_only_where_decode_mma_reads_them():
 
 def test_group_major_w4a8_scales_only_where_decode_mma_reads_them():
     """W4A8 weights on CUDA carry group-major scales too; the decode path hands them to
-    int_act_mm only where it runs decode_mma (int8 codes, 2 <= M <= 16, no int32 bias): the
-    M = 1 GEMV and the M > 16 kernel read row-major and would copy a view back every call."""
+    int_act_mm only where it runs decode_mma (int8 codes, GEMV_ROWS < M <= 16, no int32
+    bias): the GEMV (M <= GEMV_ROWS) and the M > 16 kernel read row-major and would copy a
+    view back every call."""
+    from aoq.kernels.int_act_mm import GEMV_ROWS
+
     from aoq.tensors.base import ActQuant
     from aoq.tensors.int4 import Int4Tensor
 
@@ -52,8 +55,9 @@ def test_group_major_w4a8_scales_only_where_decode_mma_reads_them():
     xq = torch.randint(-127, 128, (16, 256), dtype=torch.int8)
     s = tlin._w4a8_decode_scale(xq, w, None)
     assert s.stride() == (1, 64) and torch.equal(s, w.scale)
-    assert tlin._w4a8_decode_scale(xq[:2], w, None).stride() == (1, 64)
-    for x, bias_int in ((xq[:1], None), (torch.zeros(17, 256, dtype=torch.int8), None),
+    assert tlin._w4a8_decode_scale(xq[: GEMV_ROWS + 1], w, None).stride() == (1, 64)
+    for x, bias_int in ((xq[:1], None), (xq[:GEMV_ROWS], None),
+                        (torch.zeros(17, 256, dtype=torch.int8), None),
                         (xq, torch.zeros(64, dtype=torch.int32))):  # fmt: skip
         assert tlin._w4a8_decode_scale(x, w, bias_int) is w.scale
     # an asymmetric weight-only tensor's copies belong to _decode_parts
