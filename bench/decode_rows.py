@@ -24,7 +24,8 @@ the peer's kernel).
 w4a8_gemv (M = 1) or int_act_mm's decode (M > 1); keys GEMV_TILE's (M = 1), ``SGM`` (the
 scales group-major), ``XQ`` (x quantized in the GEMV: one launch), ``PDL`` (the decode
 kernel launched with programmatic dependent launch while the activation kernel runs) and
-``GEMV`` (M > 1: the GEMV for every row, up to w4a8_gemv.MAX_ROWS, on row-major scales) and
+``GEMV`` (M > 1: the GEMV for every row, up to w4a8_gemv.MAX_ROWS, on row-major scales),
+``MMA`` (M > 1: decode_mma, where int_act_mm.GEMV_ROWS would take the GEMV) and
 ``TILED`` (a probe: decode_mma at every M on the codes in tiles of one group, tile_uint4's
 TILE_B 16 x TILE_R 64, one group a step over 5 stages; other decode_mma.TILE keys beside
 it; bench/NOTES.md, session 28). A
@@ -109,6 +110,7 @@ def _gemv_runner(x: torch.Tensor, t: tuple, tile: dict) -> Any:
     """W4A8 decode as the bench's graphs run it: the activation kernel, then the GEMV (M = 1)
     or int_act_mm's decode (decode_mma on group-major scales)."""
     from aoq.kernels import act_quant
+    from aoq.kernels import int_act_mm as ia
     from aoq.kernels.int_act_mm import int_act_mm_triton
     from aoq.kernels.w4a8_gemv import w4a8_gemv
 
@@ -118,6 +120,7 @@ def _gemv_runner(x: torch.Tensor, t: tuple, tile: dict) -> Any:
     if tile.pop("TILED", False):
         return _group_tiles_runner(x, t, tile, pdl)
     gemv = m == 1 or tile.pop("GEMV", False)  # (M > 1: the GEMV's rows, up to its MAX_ROWS)
+    mma = tile.pop("MMA", False)  # M > 1: decode_mma even where int_act_mm takes the GEMV
     s = t[1].t().contiguous().t() if tile.pop("SGM", False) or not gemv else t[1]
     y = torch.empty(m, t[0].shape[0], dtype=x.dtype, device=x.device)
     flags = dict(GROUP_SIZE=32, ASYM=False, STATIC=False, HAS_BIAS=False, HAS_BIAS_INT=False)
@@ -126,7 +129,11 @@ def _gemv_runner(x: torch.Tensor, t: tuple, tile: dict) -> Any:
     def call() -> torch.Tensor:
         if not gemv:
             xq, xs, _ = act_quant.quantize_int8_act_triton(x, 0, None, pdl)
-            return int_act_mm_triton(xq, xs, None, t[0], s, None, None, x.dtype, 0, None, pdl)
+            rows, ia.GEMV_ROWS = ia.GEMV_ROWS, 0 if mma else ia.GEMV_ROWS
+            try:
+                return int_act_mm_triton(xq, xs, None, t[0], s, None, None, x.dtype, 0, None, pdl)
+            finally:
+                ia.GEMV_ROWS = rows
         xq, xs = (x, xs1) if xq_in else act_quant.quantize_int8_act_triton(x, 0, None, pdl)[:2]
         w4a8_gemv((xq, xs, xs, t[0], s, s, s, s), y, x.shape[1], 32, flags, None, xq_in,
                   pdl and not xq_in, tile)  # fmt: skip
