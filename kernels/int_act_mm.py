@@ -302,7 +302,8 @@ def _int_act(
         dm.decode_mma(xq, wq, w_scale, None, bias, y, groups, W4, split, x_scale=x_scale,
                       x_zero=x_zero if asym else None, pdl=pdl)  # fmt: skip
         return y.to(out_dtype)
-    ws = w_scale.contiguous()
+    # the GEMV reads the scales in either order (its strides); the MMA kernels row-major
+    ws = w_scale if gemv else w_scale.contiguous()
     gstar = ref.bias_group(ws).to(torch.int32) if bias_int is not None and not per_channel else ws
     args = (
         xq, x_scale, x_zero if x_zero is not None else x_scale, wq, ws,
