@@ -100,7 +100,9 @@ def test_decode_takes_the_gemv_up_to_gemv_rows(monkeypatch, rows):
 def test_gemv_reads_group_major_scales_as_they_are(monkeypatch):
     """At GEMV rows int_act_mm hands the GEMV group-major scales (aoq.tensors.int4's CUDA
     layout, strides (1, N)) with their strides, not a row-major copy made every call (on an
-    H100 that copy took the M 2 call from 20 to 38 us): the same bits as row-major scales."""
+    H100 that copy took the M 2 call from 20 to 38 us): row-major scales' bits under the
+    interpreter; on a GPU the scale tile's layout orders a step's float32 sum over its groups,
+    so float32 rounding."""
     monkeypatch.setattr(ia, "GEMV_ROWS", 2)
     _, dev = _case(2, 1)
     s_gm = dev[4].t().contiguous().t()
@@ -111,4 +113,5 @@ def test_gemv_reads_group_major_scales_as_they_are(monkeypatch):
     got = ia.int_act_mm_triton(*dev[:4], s_gm, *dev[5:], torch.float32, 0)
     assert not copies
     monkeypatch.setattr(torch.Tensor, "contiguous", real)
-    assert torch.equal(got, ia.int_act_mm_triton(*dev, torch.float32, 0))
+    want = ia.int_act_mm_triton(*dev, torch.float32, 0)
+    assert max_rel_error(got, want) < 1e-6 if GPU else torch.equal(got, want)
