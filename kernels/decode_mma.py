@@ -74,7 +74,7 @@ def _decode_mma_kernel(
     XQDQ: tl.constexpr = 0, A_SHIFT: tl.constexpr = 0, A_MIN_NORMAL: tl.constexpr = 0,
     A_MAX_NORMAL: tl.constexpr = 0, A_IS_INT: tl.constexpr = 0, A_HW_FP8: tl.constexpr = 0,
     A_FP8_TY: tl.constexpr = None, A_EMAX: tl.constexpr = 0, A_MAX_FRAC: tl.constexpr = 0,
-    A_RCEIL: tl.constexpr = 0, ZMMA: tl.constexpr = False,
+    A_RCEIL: tl.constexpr = 0, ZMMA: tl.constexpr = False, NVX: tl.constexpr = False,
 ):  # fmt: skip
     """Program (n, s): outputs [ROWS, BLOCK_N] (x padded to ROWS rows: 16, or 8 for M <= 8,
     the n of NVIDIA's m16n8k16) over K range s. int4 (WFMT 1: zero points from
@@ -140,13 +140,13 @@ def _decode_mma_kernel(
             acc, acc_t = _group_steps(
                 acc, acc_t, xrows, wrows, s_ptr, z_ptr, srow, nmask, mmask, xz, k_lo, k_hi,
                 stride_sg, WFMT, GROUP_SIZE, GROUPS, XQ, XZ, BLOCK_K, ASM, UPCAST, WT, PREF, True,
-                IMMA, LOOP_STAGES, ZW, TILED, ALIGNED, TILE_B, TILE_R, KSTEP, ZMMA,
+                IMMA, LOOP_STAGES, ZW, TILED, ALIGNED, TILE_B, TILE_R, KSTEP, ZMMA, NVX,
             )  # fmt: skip
         else:
             acc, acc_t = _group_steps(
                 acc, acc_t, xrows, wrows, s_ptr, z_ptr, srow, nmask, mmask, xz, k_lo, k_hi,
                 stride_sg, WFMT, GROUP_SIZE, GROUPS, XQ, XZ, BLOCK_K, ASM, UPCAST, WT, PREF, False,
-                IMMA, LOOP_STAGES, ZW, TILED, ALIGNED, TILE_B, TILE_R, KSTEP, ZMMA,
+                IMMA, LOOP_STAGES, ZW, TILED, ALIGNED, TILE_B, TILE_R, KSTEP, ZMMA, NVX,
             )  # fmt: skip
     else:
         if WFMT == 2:  # float8 codes read as their bytes (the conversion is ours)
@@ -166,6 +166,8 @@ def _decode_mma_kernel(
             acc, acc_t = _weights_mma(acc, acc_t, byte_codes(q, WFMT, ASM), xt, UPCAST, WT)
     if WT:
         acc = tl.trans(acc_t)
+    if WFMT == 9 and NVX:  # the sums of v * e4m3 * 2**-8 x: times the tensor scale * 2**8
+        acc = acc * (tl.load(z_ptr) * 256.0)
     if SPLIT_K > 1:
         part_ptrs = p_ptr + pid_k.to(tl.int64) * M * N + offs_m.to(tl.int64)[:, None] * N
         tl.store(part_ptrs + offs_n[None, :], acc, mask=mmask[:, None] & nmask[None, :])
@@ -322,6 +324,8 @@ def decode_mma(
         raise ValueError(f"ROWS={cfg['ROWS']}: x pads to 8 or 16 rows, at least its {m}")
     cfg["IMMA"] = cfg.get("IMMA", False) and wfmt is WeightFormat.INT4_SYM and x_zero is None
     cfg["ZW"] = wfmt is WeightFormat.UINT4 and zero is not None and zero.dtype == torch.int32
+    # NVX (NVFP4, bf16 x): steps exact in bf16, the tensor scale on the sums (nvfp4_codes)
+    cfg["NVX"] = cfg.get("NVX", False) and wfmt is WeightFormat.NVFP4 and x.dtype == torch.bfloat16
     if cfg.get("WT") and cfg["num_warps"] >= 4:
         raise ValueError(
             "WT (the weights as the MMA's A operand) needs fewer than 4 warps: with 4, Triton "

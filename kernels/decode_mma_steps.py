@@ -16,7 +16,7 @@ from aoq.kernels.bf16_codes import (
     mxfp8_codes,
     nibble_bytes,
 )
-from aoq.kernels.nvfp4_codes import block_scales, nvfp4_codes
+from aoq.kernels.nvfp4_codes import NVX_STEP, block_scales, nvfp4_codes, nvfp4_exact_codes
 
 IMMA_BASE = tl.constexpr(0x49400000)
 IMMA_BASE_VALUE = tl.constexpr(786432.0)
@@ -32,7 +32,8 @@ the bits are unchanged."""
 
 @triton.jit
 def _group_params(s_ptr, z_ptr, srow, nmask, k0, k_hi, stride_sg, WFMT: tl.constexpr,
-                  GROUP_SIZE: tl.constexpr, ZW: tl.constexpr = False):  # fmt: skip
+                  GROUP_SIZE: tl.constexpr, ZW: tl.constexpr = False,
+                  NVX: tl.constexpr = False):  # fmt: skip
     """Scales [BLOCK_N] (WFMT 4: E8M0 bytes as int32) and zero points (WFMT 1; 3: 8) of the
     group at k0 (``srow``: each row's offset; ``stride_sg``: the groups' stride, 1 or N);
     zeros from k_hi on."""
@@ -40,7 +41,7 @@ def _group_params(s_ptr, z_ptr, srow, nmask, k0, k_hi, stride_sg, WFMT: tl.const
     g = (k0 // GROUP_SIZE) * stride_sg  # < 2**31: the scale tensor has fewer elements
     if WFMT == 9:  # NVFP4: the group's two blocks of 16, their float32 steps as (s, z)
         g = (k0 // 16) * stride_sg
-        ts = tl.load(z_ptr)
+        ts = NVX_STEP if NVX else tl.load(z_ptr)  # NVX: the tensor scale at the end
         s = block_scales(tl.load(s_ptr + srow + g, mask=m, other=0).to(tl.int32), ts)
         z = block_scales(tl.load(s_ptr + srow + g + stride_sg, mask=m, other=0).to(tl.int32), ts)
     else:
@@ -60,19 +61,21 @@ def _group_params(s_ptr, z_ptr, srow, nmask, k0, k_hi, stride_sg, WFMT: tl.const
 @triton.jit
 def _step_params(s_ptr, z_ptr, srow, nmask, k0, k_hi, stride_sg, WFMT: tl.constexpr,
                  GROUP_SIZE: tl.constexpr, GROUPS: tl.constexpr,
-                 ZW: tl.constexpr = False):  # fmt: skip
+                 ZW: tl.constexpr = False, NVX: tl.constexpr = False):  # fmt: skip
     """The scales and zero points of the step at k0, for PREF: GROUPS (1, 2 or 4) pairs,
     returned as four (a step of fewer groups repeats its first; nothing reads the copies)."""
-    s0, z0 = _group_params(s_ptr, z_ptr, srow, nmask, k0, k_hi, stride_sg, WFMT, GROUP_SIZE, ZW)
+    s0, z0 = _group_params(
+        s_ptr, z_ptr, srow, nmask, k0, k_hi, stride_sg, WFMT, GROUP_SIZE, ZW, NVX
+    )
     s1, z1, s2, z2, s3, z3 = s0, z0, s0, z0, s0, z0
     if GROUPS > 1:
         s1, z1 = _group_params(s_ptr, z_ptr, srow, nmask, k0 + GROUP_SIZE, k_hi, stride_sg,
-                               WFMT, GROUP_SIZE, ZW)  # fmt: skip
+                               WFMT, GROUP_SIZE, ZW, NVX)  # fmt: skip
     if GROUPS > 2:
         s2, z2 = _group_params(s_ptr, z_ptr, srow, nmask, k0 + 2 * GROUP_SIZE, k_hi,
-                               stride_sg, WFMT, GROUP_SIZE, ZW)  # fmt: skip
+                               stride_sg, WFMT, GROUP_SIZE, ZW, NVX)  # fmt: skip
         s3, z3 = _group_params(s_ptr, z_ptr, srow, nmask, k0 + 3 * GROUP_SIZE, k_hi,
-                               stride_sg, WFMT, GROUP_SIZE, ZW)  # fmt: skip
+                               stride_sg, WFMT, GROUP_SIZE, ZW, NVX)  # fmt: skip
     return s0, z0, s1, z1, s2, z2, s3, z3
 
 
@@ -94,7 +97,7 @@ def _weights_mma(acc, acc_t, w, xt, UPCAST: tl.constexpr, WT: tl.constexpr):
 def _nibble_step(acc, acc_t, xt, b, s_cur, z_cur, WFMT: tl.constexpr,
                  GROUP_SIZE: tl.constexpr, BIG: tl.constexpr, ASM: tl.constexpr,
                  UPCAST: tl.constexpr, WT: tl.constexpr, IMMA: tl.constexpr,
-                 ZMMA: tl.constexpr = False):  # fmt: skip
+                 ZMMA: tl.constexpr = False, NVX: tl.constexpr = False):  # fmt: skip
     """One group of two codes a byte. int4 sums the group apart and scales it; MX fp4 has
     the scale in the codes' values. IMMA (W4A8, symmetric int8 x): 16 q as int8 in k order
     on the integer MMA, its sums read back as float32 (IMMA_BASE: the same integers the bf16
@@ -113,14 +116,15 @@ def _nibble_step(acc, acc_t, xt, b, s_cur, z_cur, WFMT: tl.constexpr,
             acc += (part.to(tl.float32, bitcast=True) - IMMA_BASE_VALUE) * s_cur[None, :]
     else:
         acc, acc_t = _pair_step(acc, acc_t, xt, b, s_cur, z_cur, WFMT, GROUP_SIZE, BIG, ASM,
-                                UPCAST, WT, ZMMA)  # fmt: skip
+                                UPCAST, WT, ZMMA, NVX)  # fmt: skip
     return acc, acc_t
 
 
 @triton.jit
 def _pair_step(acc, acc_t, xt, b, s_cur, z_cur, WFMT: tl.constexpr, GROUP_SIZE: tl.constexpr,
                BIG: tl.constexpr, ASM: tl.constexpr, UPCAST: tl.constexpr,
-               WT: tl.constexpr, ZMMA: tl.constexpr = False):  # fmt: skip
+               WT: tl.constexpr, ZMMA: tl.constexpr = False,
+               NVX: tl.constexpr = False):  # fmt: skip
     """_nibble_step on bf16 pairs: the low nibbles of bytes ``b`` meet x's even columns,
     the high ones its odd columns. ZMMA (int4, WT): the codes as base + q and the zero
     point as a third operand, -(base + z) on every column (bf16_codes.int4_base_codes)."""
@@ -130,7 +134,10 @@ def _pair_step(acc, acc_t, xt, b, s_cur, z_cur, WFMT: tl.constexpr, GROUP_SIZE: 
         # of the two gave rows the next row's steps on an H100)
         half = tl.arange(0, GROUP_SIZE // 2)[None, :] < GROUP_SIZE // 4
         d = tl.where(half, s_cur[:, None], z_cur[:, None])
-        lo, hi = nvfp4_codes(b, d, ASM, xt.dtype == tl.float16)
+        if NVX:  # the steps e4m3 * 2**118: the codes' values exact (nvfp4_exact_codes)
+            lo, hi = nvfp4_exact_codes(b, d, ASM)
+        else:
+            lo, hi = nvfp4_codes(b, d, ASM, xt.dtype == tl.float16)
     elif WFMT == 4:
         lo, hi = fp4_codes(b, s_cur, BIG, ASM, xt.dtype == tl.float16)
     elif ZMMA:
@@ -174,7 +181,7 @@ def _group_steps(
     WT: tl.constexpr, PREF: tl.constexpr, BIG: tl.constexpr, IMMA: tl.constexpr = False,
     LOOP_STAGES: tl.constexpr = 0, ZW: tl.constexpr = False, TILED: tl.constexpr = False,
     ALIGNED: tl.constexpr = False, TILE_B: tl.constexpr = 64, TILE_R: tl.constexpr = 64,
-    KSTEP: tl.constexpr = 0, ZMMA: tl.constexpr = False,
+    KSTEP: tl.constexpr = 0, ZMMA: tl.constexpr = False, NVX: tl.constexpr = False,
 ):  # fmt: skip
     """The main loop of the grouped formats (int4, W4A8, MX) over K range [k_lo, k_hi):
     (acc, acc_t) plus this range's products. ``wrows``: each row's first code byte plus the
@@ -183,7 +190,7 @@ def _group_steps(
     if PREF:  # a step's scales and zero points are loaded one step ahead
         tl.static_assert(GROUPS == 1 or GROUPS == 2 or GROUPS == 4, "PREF: 1, 2, 4 groups")
         s0n, z0n, s1n, z1n, s2n, z2n, s3n, z3n = _step_params(
-            s_ptr, z_ptr, srow, nmask, k_lo, k_hi, stride_sg, WFMT, GROUP_SIZE, GROUPS, ZW
+            s_ptr, z_ptr, srow, nmask, k_lo, k_hi, stride_sg, WFMT, GROUP_SIZE, GROUPS, ZW, NVX
         )
     kstep: tl.constexpr = KSTEP if KSTEP else BLOCK_K  # (KINT: a split's steps interleaved)
     for k0 in tl.range(k_lo, k_hi, kstep,
@@ -192,13 +199,13 @@ def _group_steps(
             s0, z0, s1, z1, s2, z2, s3, z3 = s0n, z0n, s1n, z1n, s2n, z2n, s3n, z3n
             s0n, z0n, s1n, z1n, s2n, z2n, s3n, z3n = _step_params(
                 s_ptr, z_ptr, srow, nmask, k0 + kstep, k_hi, stride_sg, WFMT, GROUP_SIZE,
-                GROUPS, ZW,
+                GROUPS, ZW, NVX,
             )  # fmt: skip
         for j in tl.static_range(GROUPS):
             kg = k0 + j * GROUP_SIZE
             if not PREF:
                 s_cur, z_cur = _group_params(s_ptr, z_ptr, srow, nmask, kg, k_hi, stride_sg,
-                                             WFMT, GROUP_SIZE, ZW)  # fmt: skip
+                                             WFMT, GROUP_SIZE, ZW, NVX)  # fmt: skip
             elif j == 0:
                 s_cur, z_cur = s0, z0
             elif j == 1:
@@ -227,5 +234,5 @@ def _group_steps(
                 b = tl.load(wp, mask=nmask[:, None], other=0)
                 acc, acc_t = _nibble_step(acc, acc_t, xt, b, s_cur, z_cur,
                                           WFMT, GROUP_SIZE, BIG, ASM, UPCAST, WT,
-                                          IMMA, ZMMA)  # fmt: skip
+                                          IMMA, ZMMA, NVX)  # fmt: skip
     return acc, acc_t

@@ -55,7 +55,25 @@ def _nvfp4_asm(f16: bool) -> str:
     return "{" + head + "".join(pairs) + "}"
 
 
+def _nvfp4_exact_asm() -> str:
+    """NVX: four bytes ($4) -> low nibbles ($0 $1) and high nibbles ($2 $3), each byte's codes
+    times its own bf16 step p ($5: bytes 0 and 1, $6: bytes 2 and 3), one ``fma.rn.bf16x2``
+    a pair: MX fp4's placement (v * 2**-126) times p = e4m3 * 2**118 is v * e4m3 * 2**-8,
+    exact in bf16 (two significant bits times four; 2**-18 to 2**3.4)."""
+    pairs = [
+        _FP4_PAIR.format(
+            t=t, mul=f"fma.rn.bf16x2 ${lo}, m, {d}, nz;", mul_hi=f"fma.rn.bf16x2 ${hi}, m, {d}, nz;"
+        )  # fmt: skip
+        for t, lo, hi, d in (("t0", 0, 2, "$5"), ("t1", 1, 3, "$6"))
+    ]
+    return "{" + _FP4_HEAD + "".join(pairs) + "}"
+
+
 _NVFP4_ASM = tl.constexpr(_nvfp4_asm(False))
+_NVFP4_EXACT_ASM = tl.constexpr(_nvfp4_exact_asm())
+NVX_STEP = tl.constexpr(2.0**118)
+"""NVX: a block's step is its e4m3 value times this (float32 and bf16, exact: 2**109 to
+2**126.8); the tensor scale times 2**8 multiplies the float32 sums at the end."""
 _NVFP4_F16_ASM = tl.constexpr(_nvfp4_asm(True))
 
 
@@ -86,4 +104,23 @@ def nvfp4_codes(b, d, ASM: tl.constexpr, F16: tl.constexpr = False):
         else:  # the interpreter's float32 -> bf16 cast truncates: round by hand
             lo = (rne_bf16(lo) << 16).to(tl.float32, bitcast=True)
             hi = (rne_bf16(hi) << 16).to(tl.float32, bitcast=True)
+    return lo, hi
+
+
+@triton.jit
+def nvfp4_exact_codes(b, p, ASM: tl.constexpr):
+    """NVX (bf16 x): uint8 [R, C] bytes of NVFP4 codes and float32 [R, C] steps p (each
+    column's block's e4m3 value times NVX_STEP) -> (low nibbles, high nibbles) as v * e4m3 *
+    2**-8, exact: bf16 from the assembly, float32 under the interpreter. The tensor scale is
+    the caller's, once, on the float32 sums."""
+    if ASM:
+        lo, hi = tl.inline_asm_elementwise(
+            _NVFP4_EXACT_ASM, "=r,=r,=r,=r,r,r,r", [b, p.to(tl.bfloat16)],
+            dtype=(tl.bfloat16, tl.bfloat16), is_pure=True, pack=4,
+        )  # fmt: skip
+    else:
+        q = b.to(tl.int32)
+        d = p * 1.1754943508222875e-38  # 2**-126: the step e4m3 * 2**-8, exact
+        lo = elem_value(q & 15, 2, 1, 1, 0) * d
+        hi = elem_value(q >> 4, 2, 1, 1, 0) * d
     return lo, hi

@@ -97,3 +97,54 @@ def test_serves_what_it_computes():
     x48 = torch.zeros(1, 48, dtype=torch.bfloat16, device=DEV)
     q48, s48, t48, _ = _weight(8, 48, 1.0, False, torch.bfloat16)
     assert not dm.serves(x48, q48, 3, NV, s48, t48)  # K not a multiple of 32
+
+
+def _exact_weight(q, s, t, n: int, k: int) -> torch.Tensor:
+    """v * e4m3 * ts in float64, rounded once to float32: NVX's weights (codes from the
+    packed bytes, steps from the group-major bytes)."""
+    from aoq.formats.packing import unpack_uint4
+
+    codes = unpack_uint4(q.cpu()).to(torch.int64)
+    mag = torch.tensor([0, 0.5, 1, 1.5, 2, 3, 4, 6], dtype=torch.float64)
+    v = mag[codes & 7] * torch.where(codes >= 8, -1.0, 1.0).to(torch.float64)
+    e = s.cpu().contiguous().view(torch.float8_e4m3fn).to(torch.float64)
+    step = e.repeat_interleave(16, dim=1)[:, :k]
+    return (v * step * t.cpu().double()).float()
+
+
+@pytest.mark.parametrize("ts", [1.0, 0.0123, 3.7e-3])
+@pytest.mark.parametrize("split", [None, 2])
+def test_exact_steps_one_hot_is_each_weight_rounded_once(ts, split):
+    """NVX (bf16 x): each code times its block's e4m3 value, exact in bf16 (two significant
+    bits times four, scaled by 2**-8), and the float32 sums times the tensor scale * 2**8 at
+    the end: with x = e_k each output is v * e4m3 * ts rounded once to float32 (then to the
+    output dtype), every code under every byte, a NaN block NaN."""
+    n, k = 72, 64
+    q, s, t, _ = _weight(n, k, ts, True, torch.bfloat16)
+    want = _exact_weight(q, s, t, n, k)
+    for k0 in range(0, k, 16):
+        x = torch.zeros(16, k, dtype=torch.bfloat16, device=DEV)
+        x[torch.arange(16), k0 + torch.arange(16)] = 1.0
+        y = torch.empty(16, n, dtype=out_dtype(torch.bfloat16), device=DEV)
+        dm.decode_mma(x, q, s, t, None, y, k // 16, NV, split, tile={"NVX": True})
+        assert same(y, x.float().cpu() @ want.T), k0
+    assert y[0, 2].isnan()
+
+
+@pytest.mark.parametrize(("m", "split"), [(1, 1), (5, 3), (16, 2)])
+def test_exact_steps_match_the_product(m, split):
+    """NVX on a quantized random weight (unaligned N, a bias, K split): the float64 product
+    of the quantized values, to float32 summation and the output's rounding."""
+    n, k = 130, 512
+    g = torch.Generator().manual_seed(m)
+    codes, scale, ts = nvfp4_quantize(torch.randn(n, k, generator=g) * 0.02)
+    gm = scale.view(torch.uint8).t().contiguous().t()
+    q = pack_uint4(codes)
+    w = _exact_weight(q, gm, ts, n, k).double()
+    x = torch.randn(m, k, generator=g).to(torch.bfloat16)
+    bias = torch.randn(n, generator=g).to(torch.bfloat16)
+    want = x.double() @ w.T + bias.double()
+    y = torch.empty(m, n, dtype=out_dtype(torch.bfloat16), device=DEV)
+    dm.decode_mma(x.to(DEV), q.to(DEV), gm.to(DEV), ts.to(DEV), bias.to(DEV), y, k // 16, NV,
+                  split, tile={"NVX": True})  # fmt: skip
+    assert max_rel_error(want, y.double().cpu()) < 4e-3
