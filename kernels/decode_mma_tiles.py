@@ -16,7 +16,7 @@ TILE = {
     WeightFormat.MX_FP4: {"BLOCK_N": 64, "STEP_K": 64, "num_warps": 2, "num_stages": 3,
                           "per_sm": 10, "WT": True, "PREF": True, "rows8": True},
     WeightFormat.NVFP4: {"BLOCK_N": 64, "STEP_K": 64, "num_warps": 2, "num_stages": 3,
-                          "per_sm": 10, "WT": True, "PREF": True, "rows8": True},
+                          "per_sm": 10, "WT": True, "PREF": True, "rows8": True, "NVX": True},
     WeightFormat.MX_FP8: {"BLOCK_N": 64, "STEP_K": 128, "num_warps": 2, "num_stages": 3,
                           "per_sm": 8, "WT": True, "PREF": True},
     WeightFormat.MX_FP8_E5M2: {"BLOCK_N": 64, "STEP_K": 128, "num_warps": 2, "num_stages": 3,
@@ -63,6 +63,12 @@ split up to one full wave, not only powers of two), orientation (WT), scale pref
   36.6 / 35.6 at M 16 (hence ``stages8``: the depth where x pads to 8 rows), 4 stages 40-54,
   BLOCK_N 32 27-30 at M 1 and 44-48 at M 16, BLOCK_N 128 30-42, 6 or 12 an SM within 2 us
   either way. The bare read of the codes: 20.1 / 17.2 / 17.3 us.
+- NVFP4 ``NVX`` (bf16 x; nvfp4_codes.nvfp4_exact_codes): each code times its block's e4m3
+  value, exact in bf16, and the tensor scale once on the float32 sums, in place of each code
+  times the float32 step e4m3 * ts rounded to bf16 (the emulated path's weight; fp16 x keeps
+  it). sm90 loop 589 -> 426 instructions; H100 graph replays (session 34), M 1: 38.5 / 36.5 /
+  34.5 -> 31.9 / 30.2 / 28.4 us, M 16: 39.4 / 38.5 / 35.2 -> 34.7 / 33.3 / 31.4 (MX fp4 in
+  the same call: 22.4 / 20.2 / 21.2 and 25.2 / 23.2 / 23.4).
 - ROWS (a tile key): the rows x is padded to, 16, or 8 at M <= 8 where ``rows8`` (on NVIDIA
   and the interpreter; AMD has no n = 8 MMA): half the MMAs, x loads and x and accumulator
   registers of 16 (sm90: int4's loop 393 -> 342 instructions, 168 -> 128 registers; int8

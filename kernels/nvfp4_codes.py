@@ -13,6 +13,15 @@ taken in float32 as the reference takes it:
   pair to x's dtype as the reference's cast does. A NaN block scale (e4m3 0x7F) makes the
   block NaN, 0 * NaN included, as the reference's.
 
+With bf16 x the kernel takes a cheaper exact route instead (``NVX``, decode_mma.TILE's):
+v has at most two significant bits and an e4m3 value four, so v * e4m3 is exact in bf16.
+The placement's v * 2**-126 times p = e4m3 * 2**118 (one ``fma.rn.bf16x2``, p a bf16 whose
+range 2**109 to 2**126.8 bf16 holds) is v * e4m3 * 2**-8, exact; the MMA sums those times x
+in float32, and the tensor scale times 2**8 multiplies the sums once at the end. Each
+output is then the product of the quantized values with float32 summation only, closer to
+the float64 reference than the emulated path's rounded weights (sm90: 589 -> 426
+instructions a 64-code step).
+
 The kernel's group is two NVFP4 blocks (32 codes: an MMA's K of 16 for each nibble half), so
 the scale input holds each column's block's d ([R, 16]: columns 0-7 the first block's low and
 high nibbles' half, 8-15 the second's), one step per byte into the assembly.

@@ -1,10 +1,12 @@
-"""kernels/decode_mma.py with NVFP4 weights (WFMT 9; kernels/nvfp4_codes.py): fp4 codes times
-their block's float32 step (e4m3 value times the tensor scale), rounded once to x's dtype,
-checked against the emulated path's weights (aoq.formats.nvfp4.nvfp4_dequantize to x's dtype):
-bit for bit with one-hot activations, for every code under e4m3 bytes across their range (NaN
-0x7F, subnormals, 448) and tensor scales that make the steps inexact in bf16. Under
-TRITON_INTERPRET=1 (the float path) and on a GPU (the inline assembly); and through
-mx_decode_triton, which routes group-major bytes here."""
+"""kernels/decode_mma.py with NVFP4 weights (WFMT 9; kernels/nvfp4_codes.py). With bf16 x
+(NVX, TILE's): each code times its block's e4m3 value, exact, and the tensor scale on the
+float32 sums, checked against v * e4m3 * ts rounded once. With fp16 x (and NVX off): fp4
+codes times their block's float32 step (e4m3 value times the tensor scale), rounded once to
+x's dtype, checked against the emulated path's weights (aoq.formats.nvfp4.nvfp4_dequantize
+to x's dtype). Both bit for bit with one-hot activations, for every code under e4m3 bytes
+across their range (NaN 0x7F, subnormals, 448) and tensor scales that make the steps inexact
+in bf16. Under TRITON_INTERPRET=1 (the float path) and on a GPU (the inline assembly); and
+through mx_decode_triton, which routes group-major bytes here."""
 
 import pytest
 import torch
@@ -42,9 +44,11 @@ def _weight(n: int, k: int, ts: float, nan: bool, dtype: torch.dtype, seed: int 
 
 @pytest.mark.parametrize("ts", [1.0, 0.0123, 3.7e-3])
 @pytest.mark.parametrize("xdt", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
-def test_one_hot_is_each_emulated_weight_exactly(ts, xdt):
-    """Row r of x is e_k for 16 columns k at a time: y[r, n] = the emulated path's weight
-    [n, k] in x's dtype, every code under every byte (a NaN block makes its row NaN)."""
+def test_one_hot_is_each_emulated_weight_exactly(monkeypatch, ts, xdt):
+    """NVX off: row r of x is e_k for 16 columns k at a time: y[r, n] = the emulated path's
+    weight [n, k] in x's dtype, every code under every byte (a NaN block makes its row
+    NaN)."""
+    monkeypatch.setitem(dm.TILE, NV, {**dm.TILE[NV], "NVX": False})
     n, k = 72, 64
     q, s, t, want = _weight(n, k, ts, True, xdt)
     for k0, x, y in one_hot_decodes(q, s, t, k // 16, NV, n, k, xdt):
@@ -115,7 +119,7 @@ def _exact_weight(q, s, t, n: int, k: int) -> torch.Tensor:
 @pytest.mark.parametrize("ts", [1.0, 0.0123, 3.7e-3])
 @pytest.mark.parametrize("split", [None, 2])
 def test_exact_steps_one_hot_is_each_weight_rounded_once(ts, split):
-    """NVX (bf16 x): each code times its block's e4m3 value, exact in bf16 (two significant
+    """NVX (bf16 x, TILE's): each code times its block's e4m3 value, exact in bf16 (two significant
     bits times four, scaled by 2**-8), and the float32 sums times the tensor scale * 2**8 at
     the end: with x = e_k each output is v * e4m3 * ts rounded once to float32 (then to the
     output dtype), every code under every byte, a NaN block NaN."""
@@ -126,7 +130,7 @@ def test_exact_steps_one_hot_is_each_weight_rounded_once(ts, split):
         x = torch.zeros(16, k, dtype=torch.bfloat16, device=DEV)
         x[torch.arange(16), k0 + torch.arange(16)] = 1.0
         y = torch.empty(16, n, dtype=out_dtype(torch.bfloat16), device=DEV)
-        dm.decode_mma(x, q, s, t, None, y, k // 16, NV, split, tile={"NVX": True})
+        dm.decode_mma(x, q, s, t, None, y, k // 16, NV, split)
         assert same(y, x.float().cpu() @ want.T), k0
     assert y[0, 2].isnan()
 
@@ -146,5 +150,5 @@ def test_exact_steps_match_the_product(m, split):
     want = x.double() @ w.T + bias.double()
     y = torch.empty(m, n, dtype=out_dtype(torch.bfloat16), device=DEV)
     dm.decode_mma(x.to(DEV), q.to(DEV), gm.to(DEV), ts.to(DEV), bias.to(DEV), y, k // 16, NV,
-                  split, tile={"NVX": True})  # fmt: skip
+                  split)  # fmt: skip
     assert max_rel_error(want, y.double().cpu()) < 4e-3
