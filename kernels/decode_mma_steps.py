@@ -11,11 +11,11 @@ import triton.language as tl
 from aoq.kernels._common import int4_cols, mma
 from aoq.kernels.bf16_codes import (
     fp4_codes,
-    int4_base_codes,
     int4_codes,
     mxfp8_codes,
     nibble_bytes,
 )
+from aoq.kernels.int4_zmma import int4_base_codes
 from aoq.kernels.nvfp4_codes import NVX_STEP, block_scales, nvfp4_codes, nvfp4_exact_codes
 
 IMMA_BASE = tl.constexpr(0x49400000)
@@ -127,7 +127,7 @@ def _pair_step(acc, acc_t, xt, b, s_cur, z_cur, WFMT: tl.constexpr, GROUP_SIZE: 
                NVX: tl.constexpr = False):  # fmt: skip
     """_nibble_step on bf16 pairs: the low nibbles of bytes ``b`` meet x's even columns,
     the high ones its odd columns. ZMMA (int4, WT): the codes as base + q and the zero
-    point as a third operand, -(base + z) on every column (bf16_codes.int4_base_codes)."""
+    point as a third operand, -(base + z) on every column (int4_zmma.int4_base_codes)."""
     xe, xo = tl.split(tl.reshape(xt, (xt.shape[0], GROUP_SIZE // 2, 2)))
     if WFMT == 9:  # NVFP4: s_cur, z_cur the two blocks' steps, rounded in float32
         # each byte column's block's step by a select (nvfp4_codes.py: a join and a reshape

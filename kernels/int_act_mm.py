@@ -289,9 +289,8 @@ def _int_act(
         return y.to(out_dtype)
     static = x_scale.dim() == 0
     decode = Strategy(strategy) is Strategy.DECODE
-    gemv = decode and int4 and m <= GEMV_ROWS and gs <= 1 << 14
-    if gemv and m > 1 and not xq.is_contiguous():
-        gemv = False
+    rows = m == 1 or (m <= GEMV_ROWS and xq.is_contiguous())  # (its rows K apart)
+    gemv = decode and int4 and rows and gs <= 1 << 14
     if (
         decode and int4 and not gemv and m > 1 and bias_int is None
         and dm.serves(xq, wq, groups, W4, w_scale)

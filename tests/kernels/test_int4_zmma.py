@@ -1,4 +1,4 @@
-"""kernels/bf16_codes.py's ZMMA codes (int4_base_codes) through decode_mma: int4 codes as
+"""kernels/int4_zmma.py (ZMMA: int4_base_codes) through decode_mma: int4 codes as
 base + q and the zero point as a third MMA operand, -(base + z) (a probe, off in TILE: on an
 H100 it ran 2-6 % slower than the subtraction, bench/NOTES.md session 34).
 
