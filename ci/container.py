@@ -208,7 +208,7 @@ def run(job: Job) -> Outcome:
         )
     except BaseException:  # Ctrl-C while the engine creates it: it may exist all the same
         for left in client.containers.list(
-            all=True, filters={"label": f"aoq.job={labels['aoq.job']}"}
+            all=True, filters={"label": f"aoq.job={labels['aoq.job']}"}, ignore_removed=True
         ):
             _remove(left)
         raise
