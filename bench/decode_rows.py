@@ -63,7 +63,8 @@ VARIANTS: dict[str, list[dict[str, Any]]] = {
     "fp8": [{"ROWS": 16}, {"ROWS": 8, "BLOCK_N": 64, "STEP_K": 128}],
     "w4a8": [{"ROWS": 16}, {"IMMA": False}, {"ROWS": 16, "IMMA": False}, {"per_sm": 14}],
     "mxfp4": [{"ROWS": 16}, {"ROWS": 8, "per_sm": 12}],
-    "mxfp8": [{"ROWS": 16}, {"ROWS": 8}],
+    "mxfp8": [{"ROWS": 16}, {"ROWS": 8}, {"POST": True}, {"POST": True, "ROWS": 8}],
+    "mxint8": [{"ROWS": 16}, {"GENERIC": True}],
     "mxfp6": [{"ROWS": 16}, {"num_stages": 4}, {"per_sm": 12}],
     "mxfp6e2m3": [{"ROWS": 16}],
     "mxfp8e5m2": [{"ROWS": 16}],
@@ -255,6 +256,20 @@ def _static_gemv_runner(x: torch.Tensor, t: tuple, tile: dict) -> Any:
     return lambda: gemv_static(x, t[0], t[1], None, y, tile=tile)
 
 
+def _generic_mx_runner(wf: Any, x: torch.Tensor, t: tuple) -> Any:
+    """An MX weight on kernels/mx_decode.py's own tile (row-major E8M0 bytes, no BIG flag):
+    the path MX elements that decode_mma does not take run (MX int8 before session 35)."""
+    from aoq.kernels._common import WeightFormat as W
+    from aoq.kernels.mx_decode import DECODE_MMA_FORMATS, mx_decode_triton
+
+    from aoq.formats.mx import MXElem
+
+    elems = {v: k for k, v in DECODE_MMA_FORMATS.items()} | {W.MX_INT8: MXElem.INT8}
+    elem = elems[wf].value
+    s = t[1].contiguous()
+    return lambda: mx_decode_triton(x, t[0], s, None, elem, 32, None)
+
+
 def _runner_of(wf: Any, groups: int, x: torch.Tensor, t: tuple, tile: dict, fmt: str) -> Any:
     if fmt == "w4a8gemv":
         return _gemv_runner(x, t, tile)
@@ -270,6 +285,8 @@ def _runner_of(wf: Any, groups: int, x: torch.Tensor, t: tuple, tile: dict, fmt:
         return _tile_gemv_runner(wf, x, t, tile)
     if tile.pop("STATIC", False):
         return _static_gemv_runner(x, t, tile)
+    if tile.pop("GENERIC", False):
+        return _generic_mx_runner(wf, x, t)
     xq, xs = x, None
     from aoq.formats.packing import pack_zero_words, tile_uint4
 

@@ -21,7 +21,7 @@ def _mx(elem_name: str, n: int, k: int, copies: int) -> list[tuple]:
     from aoq.tensors.mx import BIG_LIMIT, big_scale_flag
 
     elem = MXElem[elem_name]
-    limit = BIG_LIMIT[elem]
+    limit = BIG_LIMIT.get(elem, 255)  # (int8: the post-MMA scale has no second path)
     out = []
     for _ in range(copies):
         codes, scale = mx_quantize(torch.randn(n, k, device="cuda"), elem, 32, 1)
@@ -50,7 +50,8 @@ def weight_case(fmt: str, n: int, k: int, copies: int) -> tuple[Any, list[tuple]
         wf, elem = {"mxfp4": (W.MX_FP4, "FP4_E2M1"), "mxfp8": (W.MX_FP8, "FP8_E4M3"),
                     "mxfp6": (W.MX_FP6_E3M2, "FP6_E3M2"),
                     "mxfp6e2m3": (W.MX_FP6_E2M3, "FP6_E2M3"),
-                    "mxfp8e5m2": (W.MX_FP8_E5M2, "FP8_E5M2")}[fmt]  # fmt: skip
+                    "mxfp8e5m2": (W.MX_FP8_E5M2, "FP8_E5M2"),
+                    "mxint8": (W.MX_INT8, "INT8")}[fmt]  # fmt: skip
         return wf, _mx(elem, n, k, copies), k // 32
     if fmt == "nvfp4":  # e4m3 block bytes group-major, the tensor scale where MX has BIG
         return W.NVFP4, _nvfp4(n, k, copies), k // 16

@@ -81,6 +81,8 @@ class WeightFormat(enum.IntEnum):
     NVFP4 = 9
     """NVFP4 fp4 e2m1 codes, two a byte, low nibble first; e4m3 bytes [N, K / 16] and a
     float32 tensor scale (decode_mma's group: two blocks)."""
+    MX_INT8 = 10
+    """MX int8 codes [N, K] (int8 bits as uint8; value code * 2^-6); E8M0 scale bytes [N, G]."""
 
 
 def backend_of(device: torch.device) -> Backend:

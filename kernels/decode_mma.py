@@ -75,6 +75,7 @@ def _decode_mma_kernel(
     A_MAX_NORMAL: tl.constexpr = 0, A_IS_INT: tl.constexpr = 0, A_HW_FP8: tl.constexpr = 0,
     A_FP8_TY: tl.constexpr = None, A_EMAX: tl.constexpr = 0, A_MAX_FRAC: tl.constexpr = 0,
     A_RCEIL: tl.constexpr = 0, ZMMA: tl.constexpr = False, NVX: tl.constexpr = False,
+    POST: tl.constexpr = False,
 ):  # fmt: skip
     """Program (n, s): outputs [ROWS, BLOCK_N] (x padded to ROWS rows: 16, or 8 for M <= 8,
     the n of NVIDIA's m16n8k16) over K range s. int4 (WFMT 1: zero points from
@@ -85,7 +86,8 @@ def _decode_mma_kernel(
     fp4, 5 fp8 e4m3, 6 fp6 e3m2, 7 fp6 e2m3, 8 fp8 e5m2): BIG 0 every block scale is at
     most 2**1 (e4m3: 2**7, e3m2: 2**3, e5m2: 2**15; one multiply), 1 some is above (a
     second multiply), 2 the host does not know: the int32 at z_ptr says. fp6:
-    decode_mma_fp6.py's loop.
+    decode_mma_fp6.py's loop. MX int8 (10), and e4m3 under POST: each block's scale on its
+    float32 product tile (decode_mma_steps._post_scaled_step; BIG unused).
     SPLIT_K > 1
     stores float32 partials, which the last program of the column tile (TAIL,
     splitk.finish) or splitk.reduce_partials sums, then applies int8's channel scale, xs
@@ -124,10 +126,11 @@ def _decode_mma_kernel(
                          ASM, UPCAST, BIG, XQDQ, A_SHIFT, A_MIN_NORMAL, A_MAX_NORMAL, A_IS_INT,
                          A_HW_FP8, A_FP8_TY, A_EMAX, A_MAX_FRAC, A_RCEIL)  # fmt: skip
     elif WFMT == 1 or WFMT >= 3:
+        per_byte: tl.constexpr = 1 if WFMT == 5 or WFMT == 8 or WFMT == 10 else 2  # codes
         wrows = (
             w_ptr
             + int4_rows(offs_n, stride_wn, K, TILED, TILE_B, TILE_R)[:, None]
-            + tl.arange(0, GROUP_SIZE // (1 if WFMT == 5 or WFMT == 8 else 2))[None, :]
+            + tl.arange(0, GROUP_SIZE // per_byte)[None, :]
         )
         srow = offs_n.to(tl.int64) * stride_sn
         xz = tl.zeros((ROWS, 1), tl.int32)
@@ -140,13 +143,13 @@ def _decode_mma_kernel(
             acc, acc_t = _group_steps(
                 acc, acc_t, xrows, wrows, s_ptr, z_ptr, srow, nmask, mmask, xz, k_lo, k_hi,
                 stride_sg, WFMT, GROUP_SIZE, GROUPS, XQ, XZ, BLOCK_K, ASM, UPCAST, WT, PREF, True,
-                IMMA, LOOP_STAGES, ZW, TILED, ALIGNED, TILE_B, TILE_R, KSTEP, ZMMA, NVX,
+                IMMA, LOOP_STAGES, ZW, TILED, ALIGNED, TILE_B, TILE_R, KSTEP, ZMMA, NVX, POST,
             )  # fmt: skip
         else:
             acc, acc_t = _group_steps(
                 acc, acc_t, xrows, wrows, s_ptr, z_ptr, srow, nmask, mmask, xz, k_lo, k_hi,
                 stride_sg, WFMT, GROUP_SIZE, GROUPS, XQ, XZ, BLOCK_K, ASM, UPCAST, WT, PREF, False,
-                IMMA, LOOP_STAGES, ZW, TILED, ALIGNED, TILE_B, TILE_R, KSTEP, ZMMA, NVX,
+                IMMA, LOOP_STAGES, ZW, TILED, ALIGNED, TILE_B, TILE_R, KSTEP, ZMMA, NVX, POST,
             )  # fmt: skip
     else:
         if WFMT == 2:  # float8 codes read as their bytes (the conversion is ours)
@@ -180,7 +183,13 @@ def _decode_mma_kernel(
 
 
 FP6_FORMATS = (WeightFormat.MX_FP6_E3M2, WeightFormat.MX_FP6_E2M3)
-MX_FORMATS = (WeightFormat.MX_FP4, WeightFormat.MX_FP8, *FP6_FORMATS, WeightFormat.MX_FP8_E5M2)
+MX_FORMATS = (
+    WeightFormat.MX_FP4,
+    WeightFormat.MX_FP8,
+    *FP6_FORMATS,
+    WeightFormat.MX_FP8_E5M2,
+    WeightFormat.MX_INT8,
+)
 FP6_STEP = 128
 """MX fp6's K step is a multiple of 128 codes (decode_mma_fp6.py: eight units a step). Steps
 of 64 (four units: one MMA's K of 16) came out wrong on an H100 while the interpreter agreed
@@ -326,6 +335,8 @@ def decode_mma(
     cfg["ZW"] = wfmt is WeightFormat.UINT4 and zero is not None and zero.dtype == torch.int32
     # NVX (NVFP4, bf16 x): steps exact in bf16, the tensor scale on the sums (nvfp4_codes)
     cfg["NVX"] = cfg.get("NVX", False) and wfmt is WeightFormat.NVFP4 and x.dtype == torch.bfloat16
+    # POST (MX fp8 e4m3): each block's scale on its float32 product tile (MX int8 always)
+    cfg["POST"] = cfg.get("POST", False) and wfmt is WeightFormat.MX_FP8
     if cfg.get("WT") and cfg["num_warps"] >= 4:
         raise ValueError(
             "WT (the weights as the MMA's A operand) needs fewer than 4 warps: with 4, Triton "

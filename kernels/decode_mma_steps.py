@@ -10,12 +10,14 @@ import triton
 import triton.language as tl
 from aoq.kernels._common import int4_cols, mma
 from aoq.kernels.bf16_codes import (
+    byte_codes,
     fp4_codes,
     int4_codes,
     mxfp8_codes,
     nibble_bytes,
 )
 from aoq.kernels.int4_zmma import int4_base_codes
+from aoq.kernels.mx_dequant import e8m0_value
 from aoq.kernels.nvfp4_codes import NVX_STEP, block_scales, nvfp4_codes, nvfp4_exact_codes
 
 IMMA_BASE = tl.constexpr(0x49400000)
@@ -90,6 +92,36 @@ def _weights_mma(acc, acc_t, w, xt, UPCAST: tl.constexpr, WT: tl.constexpr):
         acc_t = mma(w, tl.trans(xt), acc_t, UPCAST, "ieee")
     else:
         acc = mma(xt, tl.trans(w), acc, UPCAST, "ieee")
+    return acc, acc_t
+
+
+@triton.jit
+def _post_scaled_step(acc, acc_t, xt, b, s_cur, WFMT: tl.constexpr, ASM: tl.constexpr,
+                      UPCAST: tl.constexpr, WT: tl.constexpr):  # fmt: skip
+    """One block of MX 8-bit codes ``b`` (WFMT 5: e4m3 bits; 10: int8) with the block's scale
+    on its float32 product tile, as int4's groups: the codes' own values (exact in bf16 and
+    fp16: e4m3's, and int8's integers, its 2**-6 moved into the scale) on the MMA from zero,
+    then times 2**(b - 127) (int8: 2**(b - 133); NaN for byte 255) in float32. The MMA sees
+    each weight's value apart from a power of two, where the emulated path rounds the
+    product to x's dtype first: the same result wherever that product is a bf16 or fp16 value
+    in range (one-hot tests), closer to the float64 oracle where it is not."""
+    if ASM:  # bf16 from byte_codes' PTX (cast to fp16 below: exact)
+        w = byte_codes(b, 2 if WFMT == 5 else 0, ASM)
+    elif WFMT == 5:
+        w = byte_codes(b, 2, ASM)
+    else:  # int8 bits read as uint8 storage
+        w = byte_codes(b.to(tl.int8, bitcast=True), 0, ASM)
+    if not UPCAST:
+        w = w.to(xt.dtype)
+    sf = e8m0_value(s_cur)
+    if WFMT == 10:
+        sf = sf * 0.015625  # (a power of two: exact, down to 2**-133)
+    if WT:
+        part = mma(w, tl.trans(xt), tl.zeros(acc_t.shape, dtype=tl.float32), UPCAST, "ieee")
+        acc_t += part * sf[:, None]
+    else:
+        part = mma(xt, tl.trans(w), tl.zeros(acc.shape, dtype=tl.float32), UPCAST, "ieee")
+        acc += part * sf[None, :]
     return acc, acc_t
 
 
@@ -182,10 +214,13 @@ def _group_steps(
     LOOP_STAGES: tl.constexpr = 0, ZW: tl.constexpr = False, TILED: tl.constexpr = False,
     ALIGNED: tl.constexpr = False, TILE_B: tl.constexpr = 64, TILE_R: tl.constexpr = 64,
     KSTEP: tl.constexpr = 0, ZMMA: tl.constexpr = False, NVX: tl.constexpr = False,
+    POST: tl.constexpr = False,
 ):  # fmt: skip
     """The main loop of the grouped formats (int4, W4A8, MX) over K range [k_lo, k_hi):
     (acc, acc_t) plus this range's products. ``wrows``: each row's first code byte plus the
-    group's byte offsets; ``srow``: each row's scale offset; BIG: MX fp4's second multiply."""
+    group's byte offsets; ``srow``: each row's scale offset; BIG: MX fp4's second multiply.
+    POST (MX fp8 e4m3; MX int8 always): the block scale on the product tile
+    (:func:`_post_scaled_step`)."""
     offs_g = tl.arange(0, GROUP_SIZE)
     if PREF:  # a step's scales and zero points are loaded one step ahead
         tl.static_assert(GROUPS == 1 or GROUPS == 2 or GROUPS == 4, "PREF: 1, 2, 4 groups")
@@ -219,7 +254,10 @@ def _group_steps(
                 xt = xt.to(tl.int32) - xz
             if XQ and not IMMA:  # (the interpreter's int8 -> bf16 conversion is not exact)
                 xt = xt.to(tl.float32 if UPCAST else tl.bfloat16)
-            if WFMT == 5 or WFMT == 8:  # MX fp8: a byte a code, the block scale in the values
+            if WFMT == 10 or ((WFMT == 5) and POST):  # a byte a code, scaled after the MMA
+                b = tl.load(wrows + kg, mask=nmask[:, None], other=0)
+                acc, acc_t = _post_scaled_step(acc, acc_t, xt, b, s_cur, WFMT, ASM, UPCAST, WT)
+            elif WFMT == 5 or WFMT == 8:  # MX fp8: a byte a code, the block scale in the values
                 b = tl.load(wrows + kg, mask=nmask[:, None], other=0)
                 w = mxfp8_codes(b, s_cur, BIG, ASM, xt.dtype == tl.float16, WFMT == 8)
                 acc, acc_t = _weights_mma(acc, acc_t, w, xt, UPCAST, WT)

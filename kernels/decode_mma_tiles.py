@@ -21,6 +21,8 @@ TILE = {
                           "per_sm": 8, "WT": True, "PREF": True},
     WeightFormat.MX_FP8_E5M2: {"BLOCK_N": 64, "STEP_K": 128, "num_warps": 2, "num_stages": 3,
                           "per_sm": 8, "WT": True, "PREF": True},
+    WeightFormat.MX_INT8: {"BLOCK_N": 64, "STEP_K": 128, "num_warps": 2, "num_stages": 3,
+                           "per_sm": 8, "WT": True, "PREF": True, "rows8": True},
     WeightFormat.MX_FP6_E3M2: {"BLOCK_N": 64, "STEP_K": 128, "num_warps": 2, "num_stages": 3,
                                "per_sm": 8, "WT": True, "rows8": True, "stages8": 2},
     WeightFormat.MX_FP6_E2M3: {"BLOCK_N": 64, "STEP_K": 128, "num_warps": 2, "num_stages": 3,
@@ -69,6 +71,17 @@ split up to one full wave, not only powers of two), orientation (WT), scale pref
   it). sm90 loop 589 -> 426 instructions; H100 graph replays (session 34), M 1: 38.5 / 36.5 /
   34.5 -> 31.9 / 30.2 / 28.4 us, M 16: 39.4 / 38.5 / 35.2 -> 34.7 / 33.3 / 31.4 (MX fp4 in
   the same call: 22.4 / 20.2 / 21.2 and 25.2 / 23.2 / 23.4).
+- MX_INT8 (WFMT 10; prepared in session 35, not yet run on a GPU, so mx_decode does not send
+  MX int8 here yet: it runs mx_decode's own tile, H100 42.3 us at 8192^2 M1 with its
+  activation kernel, bench bd72d9) and MX_FP8's ``POST`` (a probe): the codes' own values on
+  the MMA, each block's scale on its float32 product tile (decode_mma_steps
+  ._post_scaled_step), so no BIG path and x padded to 8 rows. sm90 loop per 64 x 128 step:
+  int8 533 instructions at 8 rows (615 at 16), e4m3 under POST 528 (609) against the
+  scaled-code path's 545 at 16 rows; per-channel int8 / e4m3 (32 x 256 at 8 rows) 399. The
+  bare read of MX 8-bit bytes equals int8's plus 3 %, so the floor is int8wo's ~25 us on an
+  H100 at 8192^2 M1; MX fp8 ran 35.6 there (bd72d9). To measure: ``python -m
+  bench.decode_rows --formats mxint8,mxfp8 --ms 1,16`` (its VARIANTS hold POST, 8 and 16
+  rows and ``GENERIC``: mx_decode's own tile).
 - ROWS (a tile key): the rows x is padded to, 16, or 8 at M <= 8 where ``rows8`` (on NVIDIA
   and the interpreter; AMD has no n = 8 MMA): half the MMAs, x loads and x and accumulator
   registers of 16 (sm90: int4's loop 393 -> 342 instructions, 168 -> 128 registers; int8
@@ -97,6 +110,7 @@ X_DTYPES = {
     WeightFormat.MX_FP4: (torch.bfloat16, torch.float16),
     WeightFormat.MX_FP8: (torch.bfloat16, torch.float16),
     WeightFormat.MX_FP8_E5M2: (torch.bfloat16, torch.float16),
+    WeightFormat.MX_INT8: (torch.bfloat16, torch.float16),
     WeightFormat.NVFP4: (torch.bfloat16, torch.float16),
     WeightFormat.MX_FP6_E3M2: (torch.bfloat16, torch.float16),
     WeightFormat.MX_FP6_E2M3: (torch.bfloat16, torch.float16),

@@ -45,7 +45,7 @@ def decode_mma(
     asm = target.startswith("sm") and ptx_codes(WeightFormat(wfmt), fp16, target != "sm80")
     sig.update({n: "i32" for n in ("M", "N", "K", "stride_sn", "stride_sg", "K_SPLIT",
                                    "stride_xm", "stride_wn", "stride_ym")})  # fmt: skip
-    int4 = wfmt in (1, 3, 4, 5, 9)  # grouped: a scale (and PREF) a group
+    int4 = wfmt in (1, 3, 4, 5, 9, 10)  # grouped: a scale (and PREF) a group
     tile = TILE[WeightFormat(wfmt)]
     ce = dict(
         WFMT=wfmt, GROUP_SIZE=gs, GROUPS=step // gs, XQ=xq, XZ=xq, STATIC=False, HAS_BIAS=True,
@@ -84,6 +84,9 @@ def decode_mma_specs(target: str) -> list[Spec]:
         decode_mma("mxwo_fp4.decode_mma", 4, 32, 64, target),
         decode_mma("mxwo_fp8.decode_mma", 5, 32, 128, target),
         decode_mma("mx_fp8_e5m2.decode_mma", 8, 32, 128, target),
+        # MX int8 (and e4m3 under POST): each block's scale on its float32 product tile
+        decode_mma("mx_int8.decode_mma", 10, 32, 128, target),
+        decode_mma("mxwo_fp8.decode_mma_post", 5, 32, 128, target, POST=True),
         # NVFP4 (nvfp4_codes.py): groups of two e4m3-scaled blocks of 16
         decode_mma("nvfp4wo.decode_mma", 9, 32, 64, target),
         decode_mma("nvfp4wo.decode_mma_fp16", 9, 32, 64, target, fp16=True),
@@ -107,6 +110,7 @@ def decode_mma_specs(target: str) -> list[Spec]:
         decode_mma("int4wo.decode_mma_fp16", 1, 128, 128, target, fp16=True),
         decode_mma("mxwo_fp4.decode_mma_fp16", 4, 32, 64, target, fp16=True),
         decode_mma("mxwo_fp8.decode_mma_fp16", 5, 32, 128, target, fp16=True),
+        decode_mma("mx_int8.decode_mma_fp16", 10, 32, 128, target, fp16=True),
         decode_mma("mxwo_fp6_e3m2.decode_mma_fp16", 6, 32, 128, target, fp16=True),
         decode_mma("int4wo.decode_mma_tiled_fp16", 1, 128, 128, target, tiled=True, fp16=True),
         decode_mma("int8wo.decode_mma_fp16", 0, 16, 256, target, fp16=True),
@@ -124,6 +128,7 @@ def decode_mma_specs(target: str) -> list[Spec]:
             + [decode_mma("w4a8.decode_mma_imma_m8", 3, 32, 64, target, 8, XZ=False, IMMA=True)]
             + [decode_mma("int4wo.decode_mma_tiled_m8", 1, 128, 128, target, 8, tiled=True)]
             + [decode_mma("mxwo_fp6_e3m2.decode_mma_m8", 6, 32, 128, target, 8)]
+            + [decode_mma("mx_int8.decode_mma_m8", 10, 32, 128, target, 8)]
             if target.startswith("sm")
             else []
         ),  # fmt: skip

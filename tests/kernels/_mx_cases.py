@@ -39,6 +39,23 @@ def random_case(elem, n: int, k: int, m: int, xdt: torch.dtype, seed: int) -> tu
     return codes, scale, x, bias, x.float() @ w.T + bias.float()
 
 
+def random_decode(elem, wfmt, flag_of, m: int, split: int, xdt: torch.dtype, tile) -> tuple:
+    """random_case's weight [130, 1024] (unaligned N, a bias) and m rows of activations through
+    decode_mma with group-major E8M0 bytes and the flag ``flag_of(scale)``, K split ``split``
+    ways, ``tile`` -> (the emulated product, decode_mma's output as float32 on the CPU)."""
+    from aoq.kernels import decode_mma as dm
+
+    from aoq.formats.mx import pack_mx_codes
+
+    n, k = 130, 1024
+    codes, scale, x, bias, want = random_case(elem, n, k, m, xdt, m)
+    q, s = pack_mx_codes(codes, elem).to(DEV), scale.to(DEV)
+    sg = s.t().contiguous().t()
+    y = torch.empty(m, n, dtype=out_dtype(xdt), device=DEV)
+    dm.decode_mma(x.to(DEV), q, sg, flag_of(s), bias.to(DEV), y, k // 32, wfmt, split, tile=tile)
+    return want, y.float().cpu()
+
+
 def one_hot_decodes(q, scale, zero, groups: int, wfmt, n: int, k: int, xdt: torch.dtype):
     """(k0, x, y) for k0 = 0, 16, ...: x [16, k] whose row r is e_{k0 + r}, y [16, n] its
     decode by decode_mma (asserted to serve it) from codes ``q``, ``scale`` and ``zero``: the

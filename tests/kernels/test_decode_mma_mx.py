@@ -5,9 +5,11 @@ float32, rounded once to fp16), checked against the emulated path's weights
 code and E8M0 byte, on both the one-multiply path and the BIG one (scales above 2**1, NaN).
 Under TRITON_INTERPRET=1 (the float path) and on a GPU (the inline assembly)."""
 
+import functools
+
 import pytest
 import torch
-from _mx_cases import DEV, GPU, NEEDS_KERNELS, OUT, one_hot_decodes, out_dtype, random_case, same
+from _mx_cases import DEV, GPU, NEEDS_KERNELS, OUT, one_hot_decodes, random_decode, same
 from aoq.kernels import decode_mma as dm
 from aoq.kernels._common import WeightFormat
 
@@ -118,15 +120,9 @@ def test_matches_emulated_matmul(m, split, tile, wfmt, xdt):
     """Random activations and a quantized random weight (unaligned N, a bias, K split in
     ranges; steps of two and four blocks; either MMA orientation): the emulated path's
     float32-accumulated product, up to summation order and one rounding to x's dtype."""
-    n, k = 130, 1024
-    elem = ELEMS[wfmt]
-    codes, scale, x, bias, want = random_case(elem, n, k, m, xdt, m)
-    q, s = pack_mx_codes(codes, elem).to(DEV), scale.to(DEV)
-    sg = s.t().contiguous().t()
-    y = torch.empty(m, n, dtype=out_dtype(xdt), device=DEV)
-    flag = _flag(s, wfmt=wfmt)
-    dm.decode_mma(x.to(DEV), q, sg, flag, bias.to(DEV), y, k // 32, wfmt, split, tile=tile)
-    assert max_rel_error(want, y.float().cpu()) < 4e-3
+    flag_of = functools.partial(_flag, wfmt=wfmt)
+    want, y = random_decode(ELEMS[wfmt], wfmt, flag_of, m, split, xdt, tile)
+    assert max_rel_error(want, y) < 4e-3
 
 
 def test_serves_bf16_and_fp16_activations_and_the_flag():

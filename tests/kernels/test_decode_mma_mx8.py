@@ -1,0 +1,143 @@
+"""kernels/decode_mma.py with each MX block's scale on its float32 product tile
+(decode_mma_steps._post_scaled_step): MX int8 (WFMT 10) always, MX fp8 e4m3 under the tile's
+POST. The codes' own values (exact in bf16 and fp16) go through the MMA, the block's power of
+two multiplies the float32 tile after it. Checked bit for bit with one-hot activations for
+every code under every E8M0 byte (a NaN byte among them), and against the emulated matmul on
+random weights. Under TRITON_INTERPRET=1 (the float path) and on a GPU (the PTX)."""
+
+import functools
+
+import pytest
+import torch
+from _mx_cases import DEV, GPU, NEEDS_KERNELS, OUT, one_hot_decodes, out_dtype, random_decode
+from aoq.kernels import decode_mma as dm
+from aoq.kernels._common import WeightFormat
+
+from aoq.formats.mx import MXElem, mx_dequantize, pack_mx_codes
+from aoq.tensors.mx import BIG_LIMIT, big_scale_flag
+from aoq.testing.metrics import max_rel_error
+
+pytestmark = NEEDS_KERNELS
+INT8 = WeightFormat.MX_INT8
+FP8 = WeightFormat.MX_FP8
+CASES = pytest.mark.parametrize(
+    "wfmt,tile", [(INT8, None), (FP8, {"POST": True})], ids=["int8", "fp8-post"]
+)
+ELEMS = {INT8: MXElem.INT8, FP8: MXElem.FP8_E4M3}
+BYTES = [0, 1, 2, 7, 60, 100, 127, 134, 135, 200, 246, 254]
+"""E8M0 bytes from the smallest (int8's 2**-133, e4m3's subnormal 2**-136) to the largest
+finite one; one post-MMA path takes them all."""
+
+
+def _flag(wfmt, scale: torch.Tensor) -> torch.Tensor:
+    """The BIG flag decode_mma takes with MX weights: unused by the post-MMA scale (int8: no
+    byte is above 255, so never set)."""
+    return big_scale_flag(scale, 255 if wfmt is INT8 else BIG_LIMIT[ELEMS[wfmt]])
+
+
+def _codes(wfmt, n: int, k: int, g: torch.Generator) -> torch.Tensor:
+    """Random codes, row 0 every code in turn: int8's -127..127, e4m3's 254 finite ones."""
+    if wfmt is INT8:
+        finite = torch.arange(-127, 128, dtype=torch.int8)
+    else:
+        bits = [c for c in range(256) if c & 0x7F != 0x7F]
+        finite = torch.tensor(bits, dtype=torch.uint8).view(torch.float8_e4m3fn)
+    codes = finite[torch.randint(0, len(finite), (n, k), generator=g)]
+    codes[0] = finite[torch.arange(k) % len(finite)]
+    return codes
+
+
+def _weight(wfmt, n: int, k: int, seed: int = 0) -> tuple:
+    """(packed codes, bytes [N, K / 32], the weight's float32 values): random codes under
+    bytes drawn from BYTES; row 1's first block one largest code (int8 127, e4m3 448) under
+    byte 253 among zeros (e4m3: inf in float32), row 2's second block NaN (byte 255)."""
+    g = torch.Generator().manual_seed(seed)
+    codes = _codes(wfmt, n, k, g)
+    pick = torch.randint(0, len(BYTES), (n, k // 32), generator=g)
+    scale = torch.tensor(BYTES, dtype=torch.uint8)[pick]
+    codes[1, :32] = 0
+    codes[1, 3] = 127 if wfmt is INT8 else 448.0
+    scale[1, 0], scale[2, 1] = 253, 255
+    elem = ELEMS[wfmt]
+    want = mx_dequantize(codes, scale, elem, 32, 1, torch.float32)
+    return pack_mx_codes(codes, elem).to(DEV), scale.to(DEV), want
+
+
+@CASES
+@pytest.mark.parametrize("xdt", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+def test_one_hot_is_each_weight_rounded_once(wfmt, tile, xdt):
+    """Row r of x is e_k: y[r, n] is the weight [n, k] (code times its block's power of two,
+    exact in float32) rounded once to x's dtype: what the emulated path's weight is wherever
+    that is in range. A weight beyond float32 (e4m3 448 under byte 253) is inf where x
+    selects it and its true product, 0, elsewhere in its row (the emulated path's inf weight
+    gives NaN there: 0 * inf); a NaN block makes its row NaN."""
+    n, k = 72, 256
+    q, s, want = _weight(wfmt, n, k)
+    sg = s.t().contiguous().t()
+    nan_rows = want.isnan().any(dim=1)
+    for k0, _, y in _decodes(q, sg, _flag(wfmt, s), wfmt, n, k, xdt, tile):
+        expect = want[:, k0 : k0 + 16].T.to(out_dtype(xdt)).float()
+        expect[:, nan_rows] = float("nan")
+        got = y.float().cpu()
+        assert torch.equal(got.isnan(), expect.isnan()), k0
+        ok = ~expect.isnan()
+        assert torch.equal(got[ok], expect[ok]), k0
+    if wfmt is FP8:
+        assert want[1, 3].item() == float("inf")
+
+
+def _decodes(q, scale, flag, wfmt, n, k, xdt, tile):
+    if tile is None:
+        yield from one_hot_decodes(q, scale, flag, k // 32, wfmt, n, k, xdt)
+        return
+    for k0 in range(0, k, 16):
+        x = torch.zeros(16, k, dtype=xdt, device=DEV)
+        x[torch.arange(16), k0 + torch.arange(16)] = 1.0
+        y = torch.empty(16, n, dtype=out_dtype(xdt), device=DEV)
+        dm.decode_mma(x, q, scale, flag, None, y, k // 32, wfmt, None, tile=tile)
+        yield k0, x, y
+
+
+@pytest.mark.parametrize("m", [1, 5, 16])
+@pytest.mark.parametrize("split", [1, 3])
+@pytest.mark.parametrize("over", [{}, {"STEP_K": 64}, {"WT": False, "num_warps": 4}])
+@CASES
+@pytest.mark.parametrize("xdt", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+def test_matches_emulated_matmul(m, split, over, wfmt, tile, xdt):
+    """Random activations and a quantized random weight (unaligned N, a bias, K split in
+    ranges; steps of two and four blocks; either MMA orientation): the emulated path's
+    float32-accumulated product, up to summation order and one rounding to x's dtype."""
+    flag_of = functools.partial(_flag, wfmt)
+    want, y = random_decode(ELEMS[wfmt], wfmt, flag_of, m, split, xdt, {**(tile or {}), **over})
+    assert max_rel_error(want, y) < 4e-3
+
+
+def test_serves_int8_blocks_with_any_byte():
+    x = torch.zeros(1, 256, dtype=torch.bfloat16, device=DEV)
+    q, s, _ = _weight(INT8, 8, 256)
+    flag = _flag(INT8, s)
+    assert flag.numel() == 0  # no byte is beyond the one path: 255 is int8's limit
+    assert dm.serves(x, q, 8, INT8, s, flag)
+    assert dm.serves(x.half(), q, 8, INT8, s, flag)
+    assert not dm.serves(x.float(), q, 8, INT8, s, flag)
+    assert not dm.serves(x, q, 16, INT8, s, flag)  # blocks of 16
+
+
+@pytest.mark.parametrize("m", [1, 8])
+@CASES
+def test_eight_rows_are_sixteen_rows_bit_for_bit(m, wfmt, tile):
+    """x padded to 8 rows gives the 16-row tile's output bit for bit on a GPU (under the
+    interpreter up to float32 summation order)."""
+    n, k = 72, 256
+    q, s, _ = _weight(wfmt, n, k)
+    s[1, 0] = 127  # (no inf weight: its sums would follow the order)
+    sg = s.t().contiguous().t()
+    x = torch.randn(m, k, generator=torch.Generator().manual_seed(m)).to(torch.bfloat16)
+    ys = []
+    for rows in (16, 8):
+        ys.append(torch.empty(m, n, dtype=OUT, device=DEV))
+        dm.decode_mma(x.to(DEV), q, sg, _flag(wfmt, s), None, ys[-1], k // 32, wfmt, 3,
+                      tile={**(tile or {}), "ROWS": rows})  # fmt: skip
+    assert torch.equal(ys[0].isnan(), ys[1].isnan())
+    a, b = ys[0].nan_to_num(), ys[1].nan_to_num()
+    assert torch.equal(a, b) if GPU else max_rel_error(a, b) < 1e-6
