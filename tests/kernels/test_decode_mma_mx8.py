@@ -98,8 +98,7 @@ def _decodes(q, scale, flag, wfmt, n, k, xdt, tile):
         yield k0, x, y
 
 
-@pytest.mark.parametrize("m", [1, 5, 16])
-@pytest.mark.parametrize("split", [1, 3])
+@pytest.mark.parametrize("m,split", [(1, 1), (5, 3), (16, 3)])
 @pytest.mark.parametrize("over", [{}, {"STEP_K": 64}, {"WT": False, "num_warps": 4}])
 @CASES
 @pytest.mark.parametrize("xdt", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
