@@ -107,7 +107,8 @@ def _spills(asm: dict[str, Any], target: str) -> tuple[int | None, int | None]:
 
 def compile_spec(spec: Spec, target: str, asm: bool = False) -> dict[str, Any]:
     """Compile ``spec`` for ``target`` in this process: the row of the compile matrix (ok,
-    mma, spills, regs, shared, or the error), with the assembly text under "asm" if asked."""
+    mma, spills, regs, shared, or the error), with the assembly text under "asm" if asked
+    (and NVIDIA's cubin bytes under "cubin")."""
     import importlib
 
     import triton
@@ -145,6 +146,8 @@ def compile_spec(spec: Spec, target: str, asm: bool = False) -> dict[str, Any]:
         row.update(ok=True, mma=mma, spills=spill, regs=regs, shared=c.metadata.shared)
         if asm:
             row["asm"] = text
+            if "cubin" in c.asm:  # NVIDIA's machine code (bench/sass.py disassembles it)
+                row["cubin"] = c.asm["cubin"]
     except Exception as e:  # noqa: BLE001 - a compile error is a result, not a crash
         cause: BaseException = e  # Triton nests the reason (the outer text ends in a caret)
         while cause.__cause__ is not None:
