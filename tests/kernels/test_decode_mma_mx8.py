@@ -140,3 +140,22 @@ def test_eight_rows_are_sixteen_rows_bit_for_bit(m, wfmt, tile):
     assert torch.equal(ys[0].isnan(), ys[1].isnan())
     a, b = ys[0].nan_to_num(), ys[1].nan_to_num()
     assert torch.equal(a, b) if GPU else max_rel_error(a, b) < 1e-6
+
+
+@pytest.mark.parametrize("bs", [64, 256])
+@CASES
+def test_larger_blocks(bs, wfmt, tile):
+    """Blocks of 64 and 256 (one scale a group of that many codes, a step of one or more
+    groups), K split three ways: the emulated matmul's product."""
+    from aoq.formats.mx import mx_quantize
+
+    n, k, m = 72, 1024, 3
+    g = torch.Generator().manual_seed(bs)
+    codes, scale = mx_quantize(torch.randn(n, k, generator=g), ELEMS[wfmt], bs, 1)
+    w = mx_dequantize(codes, scale, ELEMS[wfmt], bs, 1, torch.bfloat16).float()
+    x = torch.randn(m, k, generator=g).to(torch.bfloat16)
+    q, s = pack_mx_codes(codes, ELEMS[wfmt]).to(DEV), scale.to(DEV)
+    y = torch.empty(m, n, dtype=OUT, device=DEV)
+    dm.decode_mma(x.to(DEV), q, s.t().contiguous().t(), _flag(wfmt, s), None, y, k // bs, wfmt,
+                  3, tile=tile)  # fmt: skip
+    assert max_rel_error(x.float() @ w.T, y.float().cpu()) < 4e-3
