@@ -103,8 +103,9 @@ def _post_scaled_step(acc, acc_t, xt, b, s_cur, WFMT: tl.constexpr, ASM: tl.cons
     fp16: e4m3's, and int8's integers, its 2**-6 moved into the scale) on the MMA from zero,
     then times 2**(b - 127) (int8: 2**(b - 133); NaN for byte 255) in float32. The MMA sees
     each weight's value apart from a power of two, where the emulated path rounds the
-    product to x's dtype first: the same result wherever that product is a bf16 or fp16 value
-    in range (one-hot tests), closer to the float64 oracle where it is not."""
+    product to x's dtype first: the same weights wherever that product is a bf16 or fp16
+    value in range (one-hot tests; the sums then differ only in float32 order), closer to
+    the float64 oracle where it is not."""
     if ASM:  # bf16 from byte_codes' PTX (cast to fp16 below: exact)
         w = byte_codes(b, 2 if WFMT == 5 else 0, ASM)
     elif WFMT == 5:
