@@ -83,7 +83,7 @@ VARIANTS: dict[str, list[dict[str, Any]]] = {
 """Per format: tile overrides beside the TILE itself (which pads x to 8 rows at M <= 8 for
 every format but MX fp8; per_sm: programs an SM the split aims for). MX fp8's and int8's
 64 x 128 step at 3 stages takes 48 KB of shared memory on sm90 (40 KB at 8 rows): 4 programs
-an SM fit, against the 8 their split aims for, hence the per_sm 4 and 2-stage variants
+an SM fit (5 at 8 rows), against the 8 their split aims for, hence the per_sm 4 and 2-stage variants
 (session 35, not yet timed)."""
 
 SHAPES = ((8192, 8192), (4096, 14336), (14336, 4096))  # K x N

@@ -106,12 +106,9 @@ def _post_scaled_step(acc, acc_t, xt, b, s_cur, WFMT: tl.constexpr, ASM: tl.cons
     product to x's dtype first: the same weights wherever that product is a bf16 or fp16
     value in range (one-hot tests; the sums then differ only in float32 order), closer to
     the float64 oracle where it is not."""
-    if ASM:  # bf16 from byte_codes' PTX (cast to fp16 below: exact)
-        w = byte_codes(b, 2 if WFMT == 5 else 0, ASM)
-    elif WFMT == 5:
-        w = byte_codes(b, 2, ASM)
-    else:  # int8 bits read as uint8 storage
-        w = byte_codes(b.to(tl.int8, bitcast=True), 0, ASM)
+    if WFMT == 10:  # int8 bits read from uint8 storage (the float path converts by type)
+        b = b.to(tl.int8, bitcast=True)
+    w = byte_codes(b, 2 if WFMT == 5 else 0, ASM)  # PTX: bf16, cast to fp16 below exactly
     if not UPCAST:
         w = w.to(xt.dtype)
     sf = e8m0_value(s_cur)

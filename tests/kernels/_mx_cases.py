@@ -1,6 +1,7 @@
-"""What the MX and NVFP4 decode_mma tests share (test_decode_mma_mx.py, _fp6.py, _nvfp4.py): where
-they run (TRITON_INTERPRET=1 before import, or a GPU), the output dtype there, and the
-comparison of a one-hot product with the emulated path's weights."""
+"""What the MX and NVFP4 decode_mma tests share (test_decode_mma_mx.py, _mx8.py, _fp6.py,
+_nvfp4.py): where they run (TRITON_INTERPRET=1 before import, or a GPU: also
+test_int4_zmma.py's and test_w4a8_gemv.py's), the output dtype there, and the comparison of
+a one-hot product with the emulated path's weights."""
 
 import pytest
 import torch
@@ -56,10 +57,11 @@ def random_decode(elem, wfmt, flag_of, m: int, split: int, xdt: torch.dtype, til
     return want, y.float().cpu()
 
 
-def one_hot_decodes(q, scale, zero, groups: int, wfmt, n: int, k: int, xdt: torch.dtype):
+def one_hot_decodes(q, scale, zero, groups: int, wfmt, n: int, k: int, xdt: torch.dtype,
+                    tile: dict | None = None):  # fmt: skip
     """(k0, x, y) for k0 = 0, 16, ...: x [16, k] whose row r is e_{k0 + r}, y [16, n] its
-    decode by decode_mma (asserted to serve it) from codes ``q``, ``scale`` and ``zero``: the
-    weight's columns k0 .. k0 + 15, one exact term each."""
+    decode by decode_mma (asserted to serve it; ``tile`` its overrides) from codes ``q``,
+    ``scale`` and ``zero``: the weight's columns k0 .. k0 + 15, one exact term each."""
     from aoq.kernels import decode_mma as dm
 
     for k0 in range(0, k, 16):
@@ -67,5 +69,5 @@ def one_hot_decodes(q, scale, zero, groups: int, wfmt, n: int, k: int, xdt: torc
         x[torch.arange(16), k0 + torch.arange(16)] = 1.0
         y = torch.empty(16, n, dtype=out_dtype(xdt), device=DEV)
         assert dm.serves(x, q, groups, wfmt, scale, zero)
-        dm.decode_mma(x, q, scale, zero, None, y, groups, wfmt, None)
+        dm.decode_mma(x, q, scale, zero, None, y, groups, wfmt, None, tile=tile)
         yield k0, x, y

@@ -75,7 +75,7 @@ def test_one_hot_is_each_weight_rounded_once(wfmt, tile, xdt):
     q, s, want = _weight(wfmt, n, k)
     sg = s.t().contiguous().t()
     nan_rows = want.isnan().any(dim=1)
-    for k0, _, y in _decodes(q, sg, _flag(wfmt, s), wfmt, n, k, xdt, tile):
+    for k0, _, y in one_hot_decodes(q, sg, _flag(wfmt, s), k // 32, wfmt, n, k, xdt, tile):
         expect = want[:, k0 : k0 + 16].T.to(out_dtype(xdt)).float()
         expect[:, nan_rows] = float("nan")
         got = y.float().cpu()
@@ -84,18 +84,6 @@ def test_one_hot_is_each_weight_rounded_once(wfmt, tile, xdt):
         assert torch.equal(got[ok], expect[ok]), k0
     if wfmt is FP8:
         assert want[1, 3].item() == float("inf")
-
-
-def _decodes(q, scale, flag, wfmt, n, k, xdt, tile):
-    if tile is None:
-        yield from one_hot_decodes(q, scale, flag, k // 32, wfmt, n, k, xdt)
-        return
-    for k0 in range(0, k, 16):
-        x = torch.zeros(16, k, dtype=xdt, device=DEV)
-        x[torch.arange(16), k0 + torch.arange(16)] = 1.0
-        y = torch.empty(16, n, dtype=out_dtype(xdt), device=DEV)
-        dm.decode_mma(x, q, scale, flag, None, y, k // 32, wfmt, None, tile=tile)
-        yield k0, x, y
 
 
 @pytest.mark.parametrize("m,split", [(1, 1), (5, 3), (16, 3)])

@@ -8,19 +8,15 @@ inline-assembly path, bf16 128.0 or fp16 1024.0 as the base); the plain CPU unit
 
 import pytest
 import torch
+from _mx_cases import DEV, GPU, NEEDS_KERNELS, OUT
 from aoq.kernels import decode_mma as dm
-from aoq.kernels._common import INTERPRET, WeightFormat
+from aoq.kernels._common import WeightFormat
 
 from aoq.formats import affine
 from aoq.formats.packing import pack_uint4, pack_zero_words, tile_uint4, unpack_uint4
 from aoq.testing.metrics import max_rel_error
 
-GPU = torch.cuda.is_available() and not INTERPRET
-pytestmark = pytest.mark.skipif(
-    not (INTERPRET or GPU), reason="needs TRITON_INTERPRET=1 before import, or a GPU"
-)
-DEV = "cuda" if GPU else "cpu"
-OUT = torch.bfloat16 if GPU else torch.float32  # the interpreter's kernels store float32
+pytestmark = NEEDS_KERNELS
 
 
 def _weight(n: int, k: int, gs: int):

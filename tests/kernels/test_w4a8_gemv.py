@@ -8,20 +8,16 @@ and on a GPU (the ``dp4a`` path); the plain CPU unit run skips it.
 
 import pytest
 import torch
+from _mx_cases import DEV, GPU, NEEDS_KERNELS
 from aoq.kernels import act_quant as aq
 from aoq.kernels import int_act_mm as ia
 from aoq.kernels import w4a8_gemv as wg
-from aoq.kernels._common import INTERPRET
 
 from aoq.formats import affine
 from aoq.formats.packing import pack_uint4
 from aoq.testing.metrics import max_rel_error
 
-GPU = torch.cuda.is_available() and not INTERPRET
-pytestmark = pytest.mark.skipif(
-    not (INTERPRET or GPU), reason="needs TRITON_INTERPRET=1 before import, or a GPU"
-)
-DEV = "cuda" if GPU else "cpu"
+pytestmark = NEEDS_KERNELS
 MODES = {"sym": 0, "asym": 1, "static": 2}
 
 
