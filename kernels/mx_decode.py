@@ -45,9 +45,12 @@ DECODE_MMA_FORMATS = {
     MXElem.FP8_E5M2: WeightFormat.MX_FP8_E5M2,
     MXElem.FP6_E3M2: WeightFormat.MX_FP6_E3M2,
     MXElem.FP6_E2M3: WeightFormat.MX_FP6_E2M3,
+    MXElem.INT8: WeightFormat.MX_INT8,
 }
 """MX elements decode_mma serves, with bf16 or fp16 activations (its bf16-pair decode; fp16
-rounds its pairs' values once more, as the emulated path's cast)."""
+rounds its pairs' values once more, as the emulated path's cast; int8: the codes' integers on
+the MMA and each block's scale on its float32 sums, decode_mma_steps._post_scaled_step, taken
+in session 36: H100 8192^2 M1 33.6 us against mx_decode's own tile's 39.7, bench/NOTES.md)."""
 ROW_CHUNK = tl.constexpr(2048)
 """Elements a step of the NVFP4 one-row amax reads."""
 
@@ -199,10 +202,11 @@ def mx_decode_triton(
     elem fp4_e2m1. ``split`` forces the split-K (tests).
 
     ``big_scales`` (aoq.tensors.mx.big_scale_flag; ``scale`` then its group-major bytes, a
-    view with strides (1, N)): bf16 or fp16 x and fp4, fp6 or fp8 e4m3 codes go to
-    decode_mma's bf16-pair decode (WFMT 4 to 7: the same weights, in about half the time,
-    bench/NOTES.md sessions 16, 17 and 31); anything it does not serve reads the bytes
-    row-major here (fp6 too, though the dispatch keeps it off: :func:`fp6_refusal`). NVFP4
+    view with strides (1, N)): bf16 or fp16 x and fp4, fp6 or fp8 codes go to decode_mma's
+    bf16-pair decode (WFMT 4 to 8: the same weights, in about half the time, bench/NOTES.md
+    sessions 16, 17 and 31), int8 codes to its post-scaled loop (WFMT 10, session 36);
+    anything it does not serve reads the bytes row-major here (fp6 too, though the dispatch
+    keeps it off: :func:`fp6_refusal`). NVFP4
     weights whose bytes come group-major (``scale`` a view with strides (1, N): the
     weight's derived ``scale_gm``) go to decode_mma's WFMT 9 (kernels/nvfp4_codes.py).
 

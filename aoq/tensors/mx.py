@@ -56,9 +56,10 @@ E8M0 = torch.float8_e8m0fnu
 DECODE_MMA_BLOCKS = (32, 64, 128, 256)
 """Block sizes the bf16 decode kernel takes (kernels/decode_mma.serves, its MX formats)."""
 BIG_LIMIT = {MXElem.FP4_E2M1: 128, MXElem.FP8_E4M3: 134, MXElem.FP6_E3M2: 130,
-             MXElem.FP6_E2M3: 128, MXElem.FP8_E5M2: 142}  # fmt: skip
+             MXElem.FP6_E2M3: 128, MXElem.FP8_E5M2: 142, MXElem.INT8: 255}  # fmt: skip
 """Elements the bf16 decode kernel takes, with the largest E8M0 byte its one multiply holds
-(kernels/bf16_codes.py, kernels/fp6_codes.py: 2**(b - bias) a bf16)."""
+(kernels/bf16_codes.py, kernels/fp6_codes.py: 2**(b - bias) a bf16); int8 255: its scale
+goes on the float32 sums after the MMA, one path for every byte."""
 
 
 def big_scale_flag(scale_bytes: Tensor, limit: int = 128) -> Tensor:
@@ -227,12 +228,12 @@ class MXWeight(MXTensor, QuantizedWeight):
         return Scheme.MX_WEIGHT_ONLY if self.act is ActQuant.NONE else Scheme.MX_MX
 
     def build_derived(self) -> dict[str, Tensor]:
-        """CUDA, fp4, fp6 or fp8 (e4m3, e5m2) elements in blocks of 32..256: the E8M0 bytes
+        """CUDA, fp4, fp6, fp8 (e4m3, e5m2) or int8 elements in blocks of 32..256: the E8M0 bytes
         group-major, [G, N] (``scale_gm``), and ``big_scales`` (:func:`big_scale_flag`): the
-        bf16 decode kernel (kernels/decode_mma.py, WFMT 4 to 7) reads a block's bytes for a
+        bf16 decode kernel (kernels/decode_mma.py, WFMT 4 to 8 and 10) reads a block's bytes for a
         tile of rows in one coalesced load, and takes its one-multiply path when no byte is
-        above BIG_LIMIT's. One byte a block of 32 beside its 16 (fp6: 24, fp8: 32) bytes of
-        codes (+6 %, +4 %, +3 % of the weight's memory)."""
+        above BIG_LIMIT's. One byte a block of 32 beside its 16 (fp6: 24, fp8 and int8: 32)
+        bytes of codes (+6 %, +4 %, +3 % of the weight's memory)."""
         if (
             self.qdata.device.type != "cuda"
             or self.elem not in BIG_LIMIT

@@ -1,5 +1,5 @@
 """The GPU and interpreter decode entries of the MX and NVFP4 schemes (kernels/mx_decode.py,
-and kernels/decode_mma.py's bf16-pair decode for MX fp4, fp6 and fp8 e4m3 with bf16 or fp16
+and kernels/decode_mma.py's decode for MX fp4, fp6, fp8 and int8 with bf16 or fp16
 activations on CUDA; fp6 runs nothing else: the check refuses it there); the other schemes' entries,
 and the helpers these share, are in triton_linear.py."""
 

@@ -294,13 +294,14 @@ def check_group_major_bytes_take_decode_mma(device: str) -> list[str]:
     """``big_scales`` with group-major bytes (MXWeight.build_derived's layout): bf16 and fp16
     x and fp4 or fp8 e4m3 codes go to decode_mma's bf16-pair decode, whose output is the
     emulated matmul up to summation order, on its one-multiply path (every byte <= 128, fp8
-    134) and its BIG one (a NaN block); so is this kernel's on the row-major bytes."""
+    134) and its BIG one (a NaN block); int8 codes to its post-scaled loop (one path for
+    every byte, a NaN block too); so is this kernel's on the row-major bytes."""
     from aoq.formats.mx import unpack_mx_codes
 
     bad = []
     g = torch.Generator().manual_seed(5)
     n, k = 72, 256
-    for elem, limit in ((MXElem.FP4_E2M1, 128), (MXElem.FP8_E4M3, 134)):
+    for elem, limit in ((MXElem.FP4_E2M1, 128), (MXElem.FP8_E4M3, 134), (MXElem.INT8, 255)):
         q, s, _, _ = _weight(elem, n, k, 32, g)
         s = s.view(torch.uint8)
         codes = unpack_mx_codes(q, elem)

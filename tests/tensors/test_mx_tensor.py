@@ -235,3 +235,6 @@ def test_big_scale_flag_says_who_knows():
         q[0, 0] = 0x7F  # +NaN
         w = w.replace(qdata=q)
         assert w.derived() == {}
+        # int8 codes: every byte 0x00-0xFF is a finite code; the post-scaled loop has one path
+        w = aoq.quantize_(nn.Linear(64, 32).cuda(), aoq.MXWeightOnlyConfig("int8")).weight
+        assert w.derived()["big_scales"].numel() == 0
