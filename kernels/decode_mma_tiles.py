@@ -20,7 +20,7 @@ TILE = {
     WeightFormat.MX_FP8: {"BLOCK_N": 64, "STEP_K": 128, "num_warps": 2, "num_stages": 3,
                           "per_sm": 4, "WT": True, "PREF": True},
     WeightFormat.MX_FP8_E5M2: {"BLOCK_N": 64, "STEP_K": 128, "num_warps": 2, "num_stages": 3,
-                          "per_sm": 8, "WT": True, "PREF": True},
+                          "per_sm": 4, "WT": True, "PREF": True},
     WeightFormat.MX_INT8: {"BLOCK_N": 64, "STEP_K": 128, "num_warps": 2, "num_stages": 3,
                            "per_sm": 4, "WT": True, "PREF": True, "rows8": True},
     WeightFormat.MX_FP6_E3M2: {"BLOCK_N": 64, "STEP_K": 128, "num_warps": 2, "num_stages": 3,

@@ -150,14 +150,16 @@ def test_sqnr_floor(config, dtype):
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("config", MX_CONFIGS, ids=lambda c: c.id)
 def test_intended_kernel_runs_on_every_device(device, config):
-    """CPU: the emulated kernel; GPUs at decode M: the MX decode kernel (fp6 codes:
-    emulated), past it the emulated one; never a fallback, under strict."""
+    """CPU: the emulated kernel; GPUs at decode M: the MX decode kernel (fp6 codes too on
+    CUDA: decode_mma's fp6 loop, K = 128 a multiple of its step; ROCm keeps them emulated),
+    past it the emulated one; never a fallback, under strict."""
     lin = aoq.quantize_(nn.Linear(128, 64, device=device).to(torch.bfloat16), config)
     for m in (5, 40):
         with aoq.strict(), aoq.trace_kernels() as trace:
             y = lin(torch.randn(m, 128, device=device, dtype=torch.bfloat16))
         rec = trace.records[0]
-        gpu_decode = device == "cuda" and m <= 16 and "fp6" not in config.id
+        rocm_fp6 = torch.version.hip is not None and "fp6" in config.id  # (dispatch.py)
+        gpu_decode = device == "cuda" and m <= 16 and not rocm_fp6
         want = "triton." if gpu_decode else "emulated."
         assert rec.kernel.startswith(want) and not rec.fallback and y.dtype == torch.bfloat16
     if device == "cuda":  # the GPU path (Triton casts) gives the CPU reference's bits
