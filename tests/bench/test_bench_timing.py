@@ -83,6 +83,32 @@ def test_device_time_warms_up_and_reports_per_call(graph):
     assert clock.syncs == 1
 
 
+def test_device_time_raises_the_clocks_after_an_idle_gap(monkeypatch):
+    """The first timing, one after WARM_GAP_S without timings, and one whose warm-up pass
+    took that long (a compile) warm the GPU first; back-to-back timings do not."""
+    warmed = []
+    slow = [0.0]
+
+    def rot_call():
+        time.sleep(slow[0])
+
+    def timed():
+        timing.device_time(Rotation([rot_call]), False, reps=5, clock=FakeClock(),
+                           warm=lambda: warmed.append(1))  # fmt: skip
+        return len(warmed)
+
+    monkeypatch.setattr(timing, "WARM_GAP_S", 0.25)
+    monkeypatch.setattr(timing, "_busy", [None])
+    assert timed() == 1  # the first of the process
+    assert timed() == 1  # right after another
+    time.sleep(0.3)
+    assert timed() == 2  # after a gap
+    slow[0] = 0.05  # warm-up pass, sizing pass, 5 timed (0.35 s): only the warm-up pass counts
+    assert timed() == 2
+    slow[0] = 0.3
+    assert timed() == 3  # a warm-up pass (a compile) longer than the gap
+
+
 def test_device_time_shrinks_reps_to_the_cap():
     calls[0] = 0
     t = timing.device_time(Rotation([_count]), False, reps=40, cap_s=0.0005, clock=FakeClock())
