@@ -63,28 +63,21 @@ VARIANTS: dict[str, list[dict[str, Any]]] = {
     "fp8": [{"ROWS": 16}, {"ROWS": 8, "BLOCK_N": 64, "STEP_K": 128}],
     "w4a8": [{"ROWS": 16}, {"IMMA": False}, {"ROWS": 16, "IMMA": False}, {"per_sm": 14}],
     "mxfp4": [{"ROWS": 16}, {"ROWS": 8, "per_sm": 12}],
-    "mxfp8": [
-        {"ROWS": 16},
-        {"ROWS": 8},
-        {"POST": True},
-        {"POST": True, "ROWS": 8},
-        {"per_sm": 4},
-        {"POST": True, "num_stages": 2},
-    ],
-    "mxint8": [{"ROWS": 16}, {"GENERIC": True}, {"per_sm": 4}, {"num_stages": 2}],
+    "mxfp8": [{"ROWS": 8}, {"POST": True}, {"POST": True, "ROWS": 8}, {"per_sm": 8}],
+    "mxint8": [{"ROWS": 16}, {"GENERIC": True}, {"per_sm": 8}],
     "mxfp6": [{"ROWS": 16}, {"num_stages": 4}, {"per_sm": 12}],
     "mxfp6e2m3": [{"ROWS": 16}],
-    "mxfp8e5m2": [{"ROWS": 16}],
+    "mxfp8e5m2": [{"per_sm": 8}],
     "nvfp4": [{"ROWS": 16}, {"num_stages": 4}],
     "w4a8gemv": [{"PDL": True}, {"XQ": True}, {"SGM": True}],
     "w8a8act": [{"PDL": True}],
     "fp8act": [{"PDL": True}],
 }
 """Per format: tile overrides beside the TILE itself (which pads x to 8 rows at M <= 8 for
-every format but MX fp8; per_sm: programs an SM the split aims for). MX fp8's and int8's
-64 x 128 step at 3 stages takes 48 KB of shared memory on sm90 (40 KB at 8 rows): 4 programs
-an SM fit (5 at 8 rows), against the 8 their split aims for, hence the per_sm 4 and 2-stage variants
-(session 35, not yet timed)."""
+every format but MX fp8; per_sm: programs an SM the split aims for). The MX 8-bit formats'
+64 x 128 step at 3 stages takes 48 KB of shared memory on sm90: 4 programs an SM fit, their
+TILE's per_sm since session 36 (per_sm 8 the variant it beat); mxint8's ``GENERIC`` is
+mx_decode's own tile, which served MX int8 before."""
 
 SHAPES = ((8192, 8192), (4096, 14336), (14336, 4096))  # K x N
 EXACT_KEYS = {"ROWS", "PDL", "CHAIN", "AHEAD", "XQ", "XQ_BLOCK_N", "XQ_num_warps", "ALIGNED"}

@@ -71,17 +71,24 @@ split up to one full wave, not only powers of two), orientation (WT), scale pref
   it). sm90 loop 589 -> 426 instructions; H100 graph replays (session 34), M 1: 38.5 / 36.5 /
   34.5 -> 31.9 / 30.2 / 28.4 us, M 16: 39.4 / 38.5 / 35.2 -> 34.7 / 33.3 / 31.4 (MX fp4 in
   the same call: 22.4 / 20.2 / 21.2 and 25.2 / 23.2 / 23.4).
-- MX_INT8 (WFMT 10; prepared in session 35, not yet run on a GPU, so mx_decode does not send
-  MX int8 here yet: it runs mx_decode's own tile, H100 42.3 us at 8192^2 M1 with its
-  activation kernel, bench bd72d9) and MX_FP8's ``POST`` (a probe): the codes' own values on
-  the MMA, each block's scale on its float32 product tile (decode_mma_steps
-  ._post_scaled_step), so no BIG path and x padded to 8 rows. sm90 loop per 64 x 128 step:
-  int8 533 instructions at 8 rows (615 at 16), e4m3 under POST 528 (609) against the
-  scaled-code path's 545 at 16 rows; per-channel int8 / e4m3 (32 x 256 at 8 rows) 399. The
-  bare read of MX 8-bit bytes equals int8's plus 3 %, so the floor is int8wo's ~25 us on an
-  H100 at 8192^2 M1; MX fp8 ran 35.6 there (bd72d9). To measure: ``python -m
-  bench.decode_rows --formats mxint8,mxfp8 --ms 1,16`` (its VARIANTS hold POST, 8 and 16
-  rows and ``GENERIC``: mx_decode's own tile).
+- MX_INT8 (WFMT 10; mx_decode sends MX int8 here since session 36) and MX_FP8's ``POST`` (a
+  probe): the codes' own values on the MMA, each block's scale on its float32 product tile
+  (decode_mma_steps._post_scaled_step), so no BIG path and x padded to 8 rows. sm90 loop per
+  64 x 128 step: int8 533 instructions at 8 rows (615 at 16), e4m3 under POST 528 (609)
+  against the scaled-code path's 545 at 16 rows; per-channel int8 / e4m3 (32 x 256 at 8
+  rows) 399. H100 graph replays (``python -m bench.decode_rows``, session 36), M 1, 8192^2 /
+  4096 x 14336 / 14336 x 4096, one call: MX int8 here 34.3 / 32.0 / 30.0 us at 4 an SM
+  against mx_decode's own tile 39.8 / 34.7 / 36.9 (M 16: 36.7 / 34.7 / 33.4 against 41.3 /
+  36.5 / 38.3); on an H200 29.7 / 28.5 / 24.6 against 38.1 / 33.4 / 34.7. POST lost to MX fp8's
+  scaled codes at 4 an SM (34.4 / 32.6 / 29.7 against 33.1 / 30.9 / 29.7): not taken.
+- per_sm 4 for the MX 8-bit formats (session 36): their 64 x 128 step at 3 stages takes 48 KB
+  of shared memory on sm90 (40 KB at 8 rows), so 4 programs fit an SM, not the 8 they aimed
+  for. H100, M 1 (M 16), 8 -> 4: MX fp8 e4m3 35.6 / 32.4 / 31.8 -> 33.1 / 30.9 / 29.7 us
+  (39.4 / 35.8 / 35.1 -> 35.8 / 33.1 / 32.1), e5m2 35.3 / 33.1 / 32.3 -> 33.3 / 30.9 / 29.9;
+  MX int8 36.1 / 32.3 / 34.4 -> 33.6 / 31.6 / 30.0. H200: within 1.2 us either way at 4096 x
+  14336 (28.5 against 27.3 for int8), 0.5-2.7 us better at the other two. 3, 5 and 6 an SM
+  and 2 or 4 stages no better; BLOCK_N 32 up to 1.2 us faster for int8 at M 1 but 2-7 us
+  slower at M 16 (fp8: slower at both); 32 x 256 steps (no PREF) 45-77 us.
 - ROWS (a tile key): the rows x is padded to, 16, or 8 at M <= 8 where ``rows8`` (on NVIDIA
   and the interpreter; AMD has no n = 8 MMA): half the MMAs, x loads and x and accumulator
   registers of 16 (sm90: int4's loop 393 -> 342 instructions, 168 -> 128 registers; int8

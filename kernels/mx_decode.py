@@ -50,7 +50,7 @@ DECODE_MMA_FORMATS = {
 """MX elements decode_mma serves, with bf16 or fp16 activations (its bf16-pair decode; fp16
 rounds its pairs' values once more, as the emulated path's cast; int8: the codes' integers on
 the MMA and each block's scale on its float32 sums, decode_mma_steps._post_scaled_step, taken
-in session 36: H100 8192^2 M1 33.6 us against mx_decode's own tile's 39.7, bench/NOTES.md)."""
+in session 36: H100 8192^2 M1 34.3 us against mx_decode's own tile's 39.8, bench/NOTES.md)."""
 ROW_CHUNK = tl.constexpr(2048)
 """Elements a step of the NVFP4 one-row amax reads."""
 
