@@ -85,22 +85,73 @@ def by_age(runs: Iterable[Run]) -> list[Run]:
     return sorted(runs, key=lambda r: (r.info.started, r.info.run_id))
 
 
+def scope(info: RunInfo) -> list[str]:
+    """What a run was limited to: its ``--only`` globs (conformance keeps them in ``extra``,
+    bench's command line holds them) and a conformance shard; [] for a run of everything."""
+    globs = [str(g) for g in info.extra.get("only") or []]
+    argv = [str(a) for a in info.extra.get("argv") or []]
+    for i, a in enumerate(argv):
+        if a == "--only" and i + 1 < len(argv):
+            globs.append(argv[i + 1])
+        elif a.startswith("--only="):
+            globs.append(a.split("=", 1)[1])
+    if info.extra.get("shard"):
+        globs.append(f"shard {info.extra['shard']}")
+    return list(dict.fromkeys(globs))
+
+
 def latest(runs: dict[str, Run], kind: str, wanted: Iterable[str] = (), where=None) -> list[Run]:
     """The newest run of ``kind`` per backend/arch label (those ``where(run)`` accepts),
-    unless a run of ``wanted`` claims the label; cpu first, then by label."""
+    unless a run of ``wanted`` claims the label; cpu first, then by label. A partial run
+    (:func:`scope`: ``--only`` or a shard) newer than a label's run of everything does not
+    hide it: it is laid over it case by case (:func:`overlay`), so a re-run of a few configs
+    updates those cells and leaves the rest of the matrix shown."""
     wanted = list(wanted)
     missing = [w for w in wanted if w not in runs]
     if missing:
         raise SystemExit(f"runs not found in the store or runs directory: {missing}")
     columns: dict[str, Run] = {}
+    over: dict[str, list[Run]] = {}
     for run in by_age(runs.values()) + [runs[w] for w in wanted]:
-        if run.info.kind == kind and (where is None or where(run)):
-            columns[run.label] = run
-    return sorted(columns.values(), key=lambda r: (r.info.backend != "cpu", r.label))
+        if run.info.kind != kind or (where is not None and not where(run)):
+            continue
+        base = columns.get(run.label)
+        if base is not None and run.info.run_id not in wanted and _lays_over(run, base):
+            over[run.label].append(run)
+        else:
+            columns[run.label], over[run.label] = run, []
+    shown = (overlay(run, over[label]) for label, run in columns.items())
+    return sorted(shown, key=lambda r: (r.info.backend != "cpu", r.label))
+
+
+def _lays_over(run: Run, base: Run) -> bool:
+    """A partial run over a base of everything (or of the same partial kind) at the same
+    shapes (quick runs time other shapes: they never mix with full ones)."""
+    quick = bool(run.info.extra.get("quick")) == bool(base.info.extra.get("quick"))
+    return bool(scope(run.info)) and quick
+
+
+def overlay(base: Run, newer: list[Run]) -> Run:
+    """``base`` with each later run's records in place of its own for the cases (and checks)
+    that run has, oldest first. The result keeps ``base``'s info, its ``extra["overlaid"]``
+    naming the runs laid over it (id, started, git, scope); each record keeps its own run id."""
+    if not newer:
+        return base
+    records = {(r.case_id, r.check): r for r in base.records}
+    for run in newer:
+        records.update({(r.case_id, r.check): r for r in run.records})
+    laid = [
+        {"run_id": r.info.run_id, "started": r.info.started, "git_sha": r.info.git_sha,
+         "scope": scope(r.info)}
+        for r in newer
+    ]  # fmt: skip
+    info = dataclasses.replace(base.info, extra={**base.info.extra, "overlaid": laid})
+    return Run(info, list(records.values()))
 
 
 def previous(runs: dict[str, Run], run: Run) -> Run | None:
-    """The run of the same kind and label just before ``run`` (its baseline)."""
+    """The run of the same kind and label just before ``run`` (its baseline): the newest run
+    of everything before it where there is one, else the newest partial run."""
     older = [
         r
         for r in by_age(runs.values())
@@ -108,7 +159,8 @@ def previous(runs: dict[str, Run], run: Run) -> Run | None:
         and r.label == run.label
         and (r.info.started, r.info.run_id) < (run.info.started, run.info.run_id)
     ]
-    return older[-1] if older else None
+    whole = [r for r in older if not scope(r.info)]
+    return (whole or older)[-1] if older else None
 
 
 def frame(runs: list[Run]) -> pd.DataFrame:

@@ -105,6 +105,15 @@ class Site:
             "host": i.host,
             "counts": c,
             "status": worst(c) if c else "skip",
+            "overlaid": [
+                {
+                    "run_id": o["run_id"],
+                    "started": when(o["started"]),
+                    "git": git_short(o["git_sha"]),
+                    "scope": ", ".join(o["scope"]),
+                }
+                for o in i.extra.get("overlaid", [])
+            ],
         }
 
 

@@ -18,7 +18,7 @@ from typing import Any
 from aoq.testing.benchrows import CEILING, LATENCY, MODES, parse_case, samples_us
 from aoq.testing.benchrows import p50_us as p50_of
 from aoq.testing.records import Record
-from reports import goals, regress, svg
+from reports import goals, svg
 from reports.data import Run, bench_records, by_age
 from reports.site import Site, first_line, fmt, rounded, table
 
@@ -68,9 +68,9 @@ def peer_side(got: dict[str, Record]) -> tuple[float | None, str]:
 
 
 def has_latency(run: Run) -> bool:
-    """A bench run of the full matrix with timed rows (a subset run, e.g. the slowdown demo's
-    ``--only`` runs, belongs on the regressions page, not in place of the full picture)."""
-    return not regress.suite(run).startswith("--") and any(r.check == LATENCY for r in run.records)
+    """A bench run with timed rows. A subset run (``--only``) no longer takes the place of the
+    full picture: reports.data.latest lays it over the newest full run, row by row."""
+    return any(r.check == LATENCY for r in run.records)
 
 
 def rows_of(run: Run) -> list[dict[str, Any]]:
@@ -117,7 +117,7 @@ def rows_of(run: Run) -> list[dict[str, Any]]:
                 "n_samples": len(samples_us(m)) or m.get("n"),
                 "alternatives": m.get("alternatives") or {},
                 "reason": "; ".join(x for x in (aoq.reason or "", peer_note) if x),
-                "run_id": run.info.run_id,
+                "run_id": aoq.run_id,  # (a partial run laid over the run: its own id)
             }
         )
     configs = list(dict.fromkeys(r["config"] for r in out))

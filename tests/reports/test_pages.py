@@ -110,6 +110,23 @@ def test_speed_page_rows_and_charts(site):
     assert "speedup vs bf16 F.linear" in site["speed"] and "% of roofline" in site["speed"]
 
 
+def test_an_only_run_lays_over_the_full_run_on_the_speed_page(tmp_path):
+    """A newer ``--only`` bench run replaces the rows it timed and leaves the full run's
+    others; the section names it with its scope."""
+    store, runs_dir = site_runs.write(tmp_path)
+    info = site_runs.run_info("b3", "bench", "cuda", "2026-01-21", "sm90",
+                              argv=["bench", "--only", "int8wo/*/M1-K4096-N4096/*"])  # fmt: skip
+    only = [r for r in site_runs.new_bench("b3", slow=0.5) if "M1-K4096-N4096" in r.case_id]
+    with JsonlWriter(info, runs_dir) as w:
+        w.write_many(only)
+    html = render_site(store, runs_dir, tmp_path / "site")["speed"].read_text()
+    csv = embedded(html, "csv-data")
+    rows = [dict(zip(csv["columns"], r, strict=True)) for r in csv["rows"]]
+    by_shape = {r["shape"]: r["run_id"] for r in rows}
+    assert by_shape["M1-K4096-N4096"] == "b3" and set(by_shape.values()) == {"b2", "b3"}
+    assert "1 partial run" in html and "int8wo/*/M1-K4096-N4096/*" in html
+
+
 def test_the_peer_column_names_the_faster_side_and_what_was_not_timed():
     """A skipped torch.compile is named beside the eager side it left as the peer, so a reader
     sees that "vs peer" was not against torchao's best; with both timed the faster one wins."""
