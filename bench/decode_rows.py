@@ -54,6 +54,7 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
+from bench.decode_rows_mx import generic_mx_runner, xmx_runner
 from bench.decode_rows_weights import weight_bytes, weight_case
 from bench.decode_sweep import graph_us
 
@@ -64,7 +65,13 @@ VARIANTS: dict[str, list[dict[str, Any]]] = {
     "w4a8": [{"ROWS": 16}, {"IMMA": False}, {"ROWS": 16, "IMMA": False}, {"per_sm": 14}],
     "mxfp4": [{"ROWS": 16}, {"ROWS": 8, "per_sm": 12}],
     "mxfp8": [{"ROWS": 8}, {"POST": True}, {"POST": True, "ROWS": 8}, {"per_sm": 8}],
-    "mxint8": [{"ROWS": 16}, {"GENERIC": True}, {"per_sm": 8}],
+    "mxint8": [
+        {"ROWS": 16},
+        {"GENERIC": True},
+        {"per_sm": 8},
+        {"XMX": True},
+        {"XMX": True, "ROWS": 16},
+    ],
     "mxfp6": [{"ROWS": 16}, {"num_stages": 4}, {"per_sm": 12}],
     "mxfp6e2m3": [{"ROWS": 16}],
     "mxfp8e5m2": [{"per_sm": 8}],
@@ -77,7 +84,9 @@ VARIANTS: dict[str, list[dict[str, Any]]] = {
 every format but MX fp8; per_sm: programs an SM the split aims for). The MX 8-bit formats'
 64 x 128 step at 3 stages takes 48 KB of shared memory on sm90: 4 programs an SM fit, their
 TILE's per_sm since session 36 (per_sm 8 the variant it beat); mxint8's ``GENERIC`` is
-mx_decode's own tile, which served MX int8 before."""
+mx_decode's own tile, which served MX int8 before, and ``XMX`` decode_mma's integer MMA
+against x's MX int8 codes (prepared in session 36, not yet timed; 2 stages at 8 rows:
+decode_mma.XMX_STAGES8)."""
 
 SHAPES = ((8192, 8192), (4096, 14336), (14336, 4096))  # K x N
 EXACT_KEYS = {"ROWS", "PDL", "CHAIN", "AHEAD", "XQ", "XQ_BLOCK_N", "XQ_num_warps", "ALIGNED"}
@@ -259,20 +268,6 @@ def _static_gemv_runner(x: torch.Tensor, t: tuple, tile: dict) -> Any:
     return lambda: gemv_static(x, t[0], t[1], None, y, tile=tile)
 
 
-def _generic_mx_runner(wf: Any, x: torch.Tensor, t: tuple) -> Any:
-    """An MX weight on kernels/mx_decode.py's own tile (row-major E8M0 bytes, no BIG flag):
-    the path MX elements that decode_mma does not take run (MX int8 before session 35)."""
-    from aoq.kernels._common import WeightFormat as W
-    from aoq.kernels.mx_decode import DECODE_MMA_FORMATS, mx_decode_triton
-
-    from aoq.formats.mx import MXElem
-
-    elems = {v: k for k, v in DECODE_MMA_FORMATS.items()} | {W.MX_INT8: MXElem.INT8}
-    elem = elems[wf].value
-    s = t[1].contiguous()
-    return lambda: mx_decode_triton(x, t[0], s, None, elem, 32, None)
-
-
 def _runner_of(wf: Any, groups: int, x: torch.Tensor, t: tuple, tile: dict, fmt: str) -> Any:
     if fmt == "w4a8gemv":
         return _gemv_runner(x, t, tile)
@@ -289,7 +284,9 @@ def _runner_of(wf: Any, groups: int, x: torch.Tensor, t: tuple, tile: dict, fmt:
     if tile.pop("STATIC", False):
         return _static_gemv_runner(x, t, tile)
     if tile.pop("GENERIC", False):
-        return _generic_mx_runner(wf, x, t)
+        return generic_mx_runner(wf, x, t)
+    if tile.pop("XMX", False):
+        return xmx_runner(groups, x, t, tile)
     xq, xs = x, None
     from aoq.formats.packing import pack_zero_words, tile_uint4
 

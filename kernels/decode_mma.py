@@ -75,7 +75,7 @@ def _decode_mma_kernel(
     A_MAX_NORMAL: tl.constexpr = 0, A_IS_INT: tl.constexpr = 0, A_HW_FP8: tl.constexpr = 0,
     A_FP8_TY: tl.constexpr = None, A_EMAX: tl.constexpr = 0, A_MAX_FRAC: tl.constexpr = 0,
     A_RCEIL: tl.constexpr = 0, ZMMA: tl.constexpr = False, NVX: tl.constexpr = False,
-    POST: tl.constexpr = False,
+    POST: tl.constexpr = False, XMX: tl.constexpr = False,
 ):  # fmt: skip
     """Program (n, s): outputs [ROWS, BLOCK_N] (x padded to ROWS rows: 16, or 8 for M <= 8,
     the n of NVIDIA's m16n8k16) over K range s. int4 (WFMT 1: zero points from
@@ -87,7 +87,9 @@ def _decode_mma_kernel(
     most 2**1 (e4m3: 2**7, e3m2: 2**3, e5m2: 2**15; one multiply), 1 some is above (a
     second multiply), 2 the host does not know: the int32 at z_ptr says. fp6:
     decode_mma_fp6.py's loop. MX int8 (10), and e4m3 under POST: each block's scale on its
-    float32 product tile (decode_mma_steps._post_scaled_step; BIG unused).
+    float32 product tile (decode_mma_steps._post_scaled_step; BIG unused); XMX (MX int8): x
+    holds MX int8 codes and xs their E8M0 bytes [M, K / GROUP_SIZE], on the integer MMA
+    (decode_mma_steps._int8_block_step).
     SPLIT_K > 1
     stores float32 partials, which the last program of the column tile (TAIL,
     splitk.finish) or splitk.reduce_partials sums, then applies int8's channel scale, xs
@@ -133,6 +135,7 @@ def _decode_mma_kernel(
             + tl.arange(0, GROUP_SIZE // per_byte)[None, :]
         )
         srow = offs_n.to(tl.int64) * stride_sn
+        xsrows = xs_ptr + offs_m * (K // GROUP_SIZE)  # XMX: x's block scale bytes
         xz = tl.zeros((ROWS, 1), tl.int32)
         if XZ:
             xz = tl.load(xz_ptr + offs_m, mask=mmask, other=0)[:, None]
@@ -141,15 +144,15 @@ def _decode_mma_kernel(
             big = tl.load(z_ptr) != 0  # int32: some block scale of the weight is above 2**1
         if big:
             acc, acc_t = _group_steps(
-                acc, acc_t, xrows, wrows, s_ptr, z_ptr, srow, nmask, mmask, xz, k_lo, k_hi,
+                acc, acc_t, xrows, wrows, s_ptr, z_ptr, srow, nmask, mmask, xz, xsrows, k_lo, k_hi,
                 stride_sg, WFMT, GROUP_SIZE, GROUPS, XQ, XZ, BLOCK_K, ASM, UPCAST, WT, PREF, True,
-                IMMA, LOOP_STAGES, ZW, TILED, ALIGNED, TILE_B, TILE_R, KSTEP, ZMMA, NVX, POST,
+                IMMA, LOOP_STAGES, ZW, TILED, ALIGNED, TILE_B, TILE_R, KSTEP, ZMMA, NVX, POST, XMX,
             )  # fmt: skip
         else:
             acc, acc_t = _group_steps(
-                acc, acc_t, xrows, wrows, s_ptr, z_ptr, srow, nmask, mmask, xz, k_lo, k_hi,
+                acc, acc_t, xrows, wrows, s_ptr, z_ptr, srow, nmask, mmask, xz, xsrows, k_lo, k_hi,
                 stride_sg, WFMT, GROUP_SIZE, GROUPS, XQ, XZ, BLOCK_K, ASM, UPCAST, WT, PREF, False,
-                IMMA, LOOP_STAGES, ZW, TILED, ALIGNED, TILE_B, TILE_R, KSTEP, ZMMA, NVX, POST,
+                IMMA, LOOP_STAGES, ZW, TILED, ALIGNED, TILE_B, TILE_R, KSTEP, ZMMA, NVX, POST, XMX,
             )  # fmt: skip
     else:
         if WFMT == 2:  # float8 codes read as their bytes (the conversion is ours)
@@ -194,6 +197,10 @@ FP6_STEP = 128
 """MX fp6's K step is a multiple of 128 codes (decode_mma_fp6.py: eight units a step). Steps
 of 64 (four units: one MMA's K of 16) came out wrong on an H100 while the interpreter agreed
 with the reference (session 31): Triton 3.6's layout for that K, not taken."""
+XMX_STAGES8 = 2
+"""XMX's pipeline depth where x pads to 8 rows: at 3 stages ptxas spilled 128 bytes on sm90
+(71 registers); 2 stages: 64 registers, 18 KB of shared memory, 433 instructions a 64 x 128
+step (``python -m bench.sass 'mx_int8.decode_mma_xmx*'``; 655 at 16 rows, 3 stages)."""
 BIG_MODE = {0: 0, 2: 1, 1: 2}
 """MX fp4's BIG flag's length -> the kernel's BIG (aoq.tensors.mx.big_scale_flag): [0] no
 block scale above 2**1, [2] some, [1] the answer on the device."""
@@ -302,6 +309,7 @@ def decode_mma(
     tiled: bool = False,
     pdl: bool = False,
     x_qdq: dict | None = None,
+    x_block_scale: torch.Tensor | None = None,
 ) -> None:
     """Launch the kernel (the caller checked :func:`serves`): y = x W^T (+ bias), W from
     ``qdata`` (uint8 int4 pairs, int8 or float8 e4m3fn) with ``scale`` [N, groups] (and ``zero`` for
@@ -313,7 +321,9 @@ def decode_mma(
     ``tiled``: int4 codes in aoq.formats.packing.tile_uint4's order (TILED_TILE). ``pdl``:
     programmatic dependent launch after the kernel that wrote x (the caller checked the GPU
     has it: _common.pdl). ``x_qdq`` (MX fp6, one row of x, blocks of at most FP6_STEP):
-    mx_decode.one_row_constexprs's XQDQ constants, x quantize-dequantized in the kernel."""
+    mx_decode.one_row_constexprs's XQDQ constants, x quantize-dequantized in the kernel.
+    ``x_block_scale`` (XMX: MX int8 weights, ``x`` int8 MX codes, y bf16 or fp16): x's E8M0
+    bytes, uint8 [M, groups] contiguous (kernels/mx_cast.mx_cast_triton's scale)."""
     m, k = x.shape
     n = qdata.shape[0]
     cfg = {**TILE[wfmt], **(TILED_TILE if tiled else {}), **(tile or {})}
@@ -329,6 +339,8 @@ def decode_mma(
     stages8 = cfg.pop("stages8", None)  # the pipeline's depth with x padded to 8 rows
     if stages8 is not None and cfg["ROWS"] == 8:
         cfg["num_stages"] = stages8
+    if x_block_scale is not None and cfg["ROWS"] == 8 and "num_stages" not in (tile or {}):
+        cfg["num_stages"] = XMX_STAGES8
     if cfg["ROWS"] not in (8, 16) or m > cfg["ROWS"]:
         raise ValueError(f"ROWS={cfg['ROWS']}: x pads to 8 or 16 rows, at least its {m}")
     cfg["IMMA"] = cfg.get("IMMA", False) and wfmt is WeightFormat.INT4_SYM and x_zero is None
@@ -355,6 +367,21 @@ def decode_mma(
     n_prog = triton.cdiv(n, bn)
     p = splitk.plan(y, backend, n_prog, k, bk, split, per_sm=per_sm, exact=exact)
     xq = x_scale is not None
+    cfg["XMX"] = x_block_scale is not None
+    if wfmt is WeightFormat.MX_INT8 and (x.dtype == torch.int8) != cfg["XMX"]:
+        raise ValueError("MX int8 weights take int8 x with its x_block_scale, or bf16 / fp16 x")
+    if cfg["XMX"] and (
+        wfmt is not WeightFormat.MX_INT8
+        or x.dtype != torch.int8
+        or xq
+        or x_block_scale.dtype != torch.uint8
+        or x_block_scale.shape != (m, groups)
+        or not x_block_scale.is_contiguous()
+    ):
+        raise ValueError(
+            "x_block_scale: MX int8 weights, int8 x codes and their contiguous uint8 E8M0 "
+            f"bytes [{m}, {groups}]"
+        )
     if wfmt in MX_FORMATS:
         if zero is None or zero.numel() not in BIG_MODE:
             raise ValueError("MX weights take their BIG flag as zero (see serves)")
@@ -363,7 +390,8 @@ def decode_mma(
     epi = dict(col_scale=scale if per_channel else None, row_scale=x_scale, bias=bias)
     launch(_decode_mma_kernel, (n_prog, p.split),
         x, qdata, scale, zero if zero is not None else scale,
-        x_scale if xq else scale, x_zero if x_zero is not None else scale,
+        x_scale if xq else (x_block_scale if cfg["XMX"] else scale),
+        x_zero if x_zero is not None else scale,
         bias if bias is not None else scale, y, p.partials,
         p.counter_arg(),
         m, n, k, scale.stride(0) if scale.dim() == 2 else 1,

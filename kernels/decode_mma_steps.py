@@ -123,6 +123,34 @@ def _post_scaled_step(acc, acc_t, xt, b, s_cur, WFMT: tl.constexpr, ASM: tl.cons
     return acc, acc_t
 
 
+INT8_BASE = tl.constexpr(0x4B400000)
+INT8_BASE_VALUE = tl.constexpr(12582912.0)
+"""XMX's integer MMA starts each block's int32 sums from the bits of the float32 1.5 * 2**23
+(ulp 1): a block of int8 codes sums to |S| <= 256 * 128 * 128 = 2**22, so the bits read as a
+float32 are 12582912 + S exactly (2**23 and 2**24 at the extremes, each its binade's first
+value); less 12582912.0 that is S, without an int-to-float conversion (as IMMA_BASE)."""
+
+
+@triton.jit
+def _int8_block_step(acc, acc_t, xt, b, s_cur, xb, UPCAST: tl.constexpr, WT: tl.constexpr):
+    """One block of MX int8 weight codes ``b`` (uint8 storage) against MX int8 activation
+    codes ``xt`` (int8, XMX) whose block scale bytes are ``xb`` [ROWS]: the integer MMA
+    sums the block exactly (INT8_BASE), then times 2**(sw - 133) and 2**(sx - 133) in float32,
+    in that order (byte 255 on either side: NaN). The emulated path's x and weights are
+    these codes times their powers of two, exact in bf16: the same block sums, the float32
+    sums over blocks differing only in order (while the products are float32 normals)."""
+    w = b.to(tl.int8, bitcast=True)
+    sw = e8m0_value(s_cur) * 0.015625  # (powers of two: exact, down to 2**-133)
+    sx = e8m0_value(xb.to(tl.int32)) * 0.015625
+    if WT:
+        part = mma(w, tl.trans(xt), tl.full(acc_t.shape, INT8_BASE, tl.int32), UPCAST, "ieee")
+        acc_t += (part.to(tl.float32, bitcast=True) - INT8_BASE_VALUE) * sw[:, None] * sx[None, :]
+    else:
+        part = mma(xt, tl.trans(w), tl.full(acc.shape, INT8_BASE, tl.int32), UPCAST, "ieee")
+        acc += (part.to(tl.float32, bitcast=True) - INT8_BASE_VALUE) * sw[None, :] * sx[:, None]
+    return acc, acc_t
+
+
 @triton.jit
 def _nibble_step(acc, acc_t, xt, b, s_cur, z_cur, WFMT: tl.constexpr,
                  GROUP_SIZE: tl.constexpr, BIG: tl.constexpr, ASM: tl.constexpr,
@@ -205,20 +233,21 @@ def _pair_step(acc, acc_t, xt, b, s_cur, z_cur, WFMT: tl.constexpr, GROUP_SIZE: 
 
 @triton.jit
 def _group_steps(
-    acc, acc_t, xrows, wrows, s_ptr, z_ptr, srow, nmask, mmask, xz, k_lo, k_hi, stride_sg,
+    acc, acc_t, xrows, wrows, s_ptr, z_ptr, srow, nmask, mmask, xz, xsrows, k_lo, k_hi, stride_sg,
     WFMT: tl.constexpr, GROUP_SIZE: tl.constexpr, GROUPS: tl.constexpr, XQ: tl.constexpr,
     XZ: tl.constexpr, BLOCK_K: tl.constexpr, ASM: tl.constexpr, UPCAST: tl.constexpr,
     WT: tl.constexpr, PREF: tl.constexpr, BIG: tl.constexpr, IMMA: tl.constexpr = False,
     LOOP_STAGES: tl.constexpr = 0, ZW: tl.constexpr = False, TILED: tl.constexpr = False,
     ALIGNED: tl.constexpr = False, TILE_B: tl.constexpr = 64, TILE_R: tl.constexpr = 64,
     KSTEP: tl.constexpr = 0, ZMMA: tl.constexpr = False, NVX: tl.constexpr = False,
-    POST: tl.constexpr = False,
+    POST: tl.constexpr = False, XMX: tl.constexpr = False,
 ):  # fmt: skip
     """The main loop of the grouped formats (int4, W4A8, MX) over K range [k_lo, k_hi):
     (acc, acc_t) plus this range's products. ``wrows``: each row's first code byte plus the
     group's byte offsets; ``srow``: each row's scale offset; BIG: MX fp4's second multiply.
     POST (MX fp8 e4m3; MX int8 always): the block scale on the product tile
-    (:func:`_post_scaled_step`)."""
+    (:func:`_post_scaled_step`). XMX (MX int8): x holds MX int8 codes, ``xsrows`` each
+    row's first block scale byte (:func:`_int8_block_step`)."""
     offs_g = tl.arange(0, GROUP_SIZE)
     if PREF:  # a step's scales and zero points are loaded one step ahead
         tl.static_assert(GROUPS == 1 or GROUPS == 2 or GROUPS == 4, "PREF: 1, 2, 4 groups")
@@ -252,7 +281,11 @@ def _group_steps(
                 xt = xt.to(tl.int32) - xz
             if XQ and not IMMA:  # (the interpreter's int8 -> bf16 conversion is not exact)
                 xt = xt.to(tl.float32 if UPCAST else tl.bfloat16)
-            if WFMT == 10 or ((WFMT == 5) and POST):  # a byte a code, scaled after the MMA
+            if WFMT == 10 and XMX:  # MX int8 x MX int8: the integer MMA, both scales after
+                b = tl.load(wrows + kg, mask=nmask[:, None], other=0)
+                xb = tl.load(xsrows + kg // GROUP_SIZE, mask=mmask, other=127)
+                acc, acc_t = _int8_block_step(acc, acc_t, xt, b, s_cur, xb, UPCAST, WT)
+            elif WFMT == 10 or ((WFMT == 5) and POST):  # a byte a code, scaled after the MMA
                 b = tl.load(wrows + kg, mask=nmask[:, None], other=0)
                 acc, acc_t = _post_scaled_step(acc, acc_t, xt, b, s_cur, WFMT, ASM, UPCAST, WT)
             elif WFMT == 5 or WFMT == 8:  # MX fp8: a byte a code, the block scale in the values

@@ -117,7 +117,7 @@ X_DTYPES = {
     WeightFormat.MX_FP4: (torch.bfloat16, torch.float16),
     WeightFormat.MX_FP8: (torch.bfloat16, torch.float16),
     WeightFormat.MX_FP8_E5M2: (torch.bfloat16, torch.float16),
-    WeightFormat.MX_INT8: (torch.bfloat16, torch.float16),
+    WeightFormat.MX_INT8: (torch.bfloat16, torch.float16, torch.int8),
     WeightFormat.NVFP4: (torch.bfloat16, torch.float16),
     WeightFormat.MX_FP6_E3M2: (torch.bfloat16, torch.float16),
     WeightFormat.MX_FP6_E2M3: (torch.bfloat16, torch.float16),
@@ -125,7 +125,8 @@ X_DTYPES = {
     WeightFormat.INT8: (torch.bfloat16, torch.float16),
     WeightFormat.FP8: (torch.bfloat16, torch.float16),
 }
-"""Activation dtypes per weight format (others: bf16 only). int4's q - z are exact in fp16
+"""Activation dtypes per weight format (others: bf16 only; MX int8's int8: its codes with their
+E8M0 bytes, decode_mma's ``x_block_scale``, on the integer MMA). int4's q - z are exact in fp16
 too, made by their own PTX (bf16_codes: fp16 1024.0 in place of bf16 128.0): the float code
 path cost 58-67 % more than the PTX at M1 (bench/NOTES.md session 25), and fp16 ran the FMA
 decode before (4096^2 M1: 10.4 us against bf16's 7.1, run a858d0). Per-channel int8 and

@@ -30,7 +30,7 @@ from aoq.kernels import nvfp4_act as na
 from aoq.kernels import splitk
 from aoq.kernels._common import INTERPRET, WeightFormat, backend_of, out_dtype_for
 from aoq.kernels._launch import launch
-from aoq.kernels.mx_cast import has_fp8_cvt
+from aoq.kernels.mx_cast import has_fp8_cvt, mx_cast_triton
 from aoq.kernels.mx_dequant import dequant_tile, elem_params
 from aoq.kernels.mx_packed import in_x_dtype
 
@@ -263,6 +263,35 @@ def mx_decode_triton(
         UPCAST=INTERPRET, TRIGGER=p.chain, **fmt, **cfg, **act,
     )  # fmt: skip
     p.finish(y, bias=bias)
+    return y.to(x.dtype)
+
+
+def mx_int8_xmx(
+    x: torch.Tensor,
+    qdata: torch.Tensor,
+    scale_gm: torch.Tensor,
+    big_scales: torch.Tensor,
+    block_size: int,
+    bias: torch.Tensor | None,
+    scale_rounding: str,
+    split: int | None = None,
+    tile: dict | None = None,
+) -> torch.Tensor:
+    """MX int8 weights and activations (the ``mx-int8`` config) on decode_mma's integer MMA
+    (XMX, prepared in session 36, not yet dispatched: no GPU has run it): x (bf16 or fp16, M
+    <= 16) cast to MX int8 codes and E8M0 bytes along K (mx_cast_triton, the activation
+    kernel's rounding ``scale_rounding``), then each block's int32 sums times both powers
+    of two (decode_mma_steps._int8_block_step): the emulated path's product (x
+    quantize-dequantized, then x W^T in float32) up to float32 summation order, without the
+    weights' conversion to bf16. ``scale_gm``: the weight's group-major bytes (a view with
+    strides (1, N)); ``big_scales``: its BIG flag."""
+    m, k = x.shape
+    codes, xs = mx_cast_triton(x, MXElem.INT8, block_size, 1, scale_rounding)
+    assert xs is not None  # (not a qdq cast)
+    y = torch.empty((m, qdata.shape[0]), dtype=out_dtype_for(x.dtype), device=x.device)
+    dm.decode_mma(codes.view(torch.int8), qdata, scale_gm.view(torch.uint8), big_scales, bias,
+                  y, k // block_size, WeightFormat.MX_INT8, split, tile=tile,
+                  x_block_scale=xs)  # fmt: skip
     return y.to(x.dtype)
 
 

@@ -3,6 +3,7 @@ units), for target_specs.specs."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from aoq.kernels.target_specs import PDL_TARGETS, Spec, split_tail
@@ -17,6 +18,7 @@ def decode_mma(
     rows: int = 16,
     tiled: bool = False,
     fp16: bool = False,
+    xmx: bool = False,
     **over: Any,
 ) -> Spec:
     """kernels/decode_mma.py; its bf16-pair assembly is NVIDIA PTX (AMD runs the float path).
@@ -24,7 +26,8 @@ def decode_mma(
     weights (fp4, fp8 e4m3, fp6 e3m2 / e2m3: E8M0 bytes, the BIG flag as z_ptr). ``rows``:
     x's padding (tile ROWS); ``tiled``: int4 codes in tile order with zero points as words
     (decode_mma.TILED_TILE); ``fp16``: fp16 activations (int4, MX: their fp16 PTX;
-    per-channel int8 / e4m3: the float path, except e4m3 on sm80: decode_mma.ptx_codes)."""
+    per-channel int8 / e4m3: the float path, except e4m3 on sm80: decode_mma.ptx_codes);
+    ``xmx`` (MX int8): int8 MX activation codes and their E8M0 bytes, the integer MMA."""
     from aoq.kernels._common import WeightFormat
     from aoq.kernels.decode_mma import TILE, TILED_TILE, ptx_codes
 
@@ -36,9 +39,10 @@ def decode_mma(
     mx = wfmt >= 4 and not nv
     xf = "*fp16" if fp16 else "*bf16"
     sig = {
-        "x_ptr": "*i8" if xq else xf, "w_ptr": {0: "*i8", 2: "*fp8e4nv"}.get(wfmt, "*u8"),
+        "x_ptr": "*i8" if xq or xmx else xf,
+        "w_ptr": {0: "*i8", 2: "*fp8e4nv"}.get(wfmt, "*u8"),
         "s_ptr": "*u8" if mx or nv else "*fp32",
-        "z_ptr": "*i32" if mx else "*fp32" if nv else "*u8", "xs_ptr": "*fp32",
+        "z_ptr": "*i32" if mx else "*fp32" if nv else "*u8", "xs_ptr": "*u8" if xmx else "*fp32",
         "xz_ptr": "*i32", "b_ptr": xf,
         "y_ptr": xf, "p_ptr": "*fp32", "c_ptr": "*i32",
     }  # fmt: skip
@@ -54,13 +58,21 @@ def decode_mma(
         PREF=tile.get("PREF", False) and int4,  # decode_mma.TILE's orientation
         BIG=2 if mx else 0,  # MX: the flag read on the device, both paths compiled
         ROWS=rows, LOOP_STAGES=tile.get("LOOP_STAGES", 0), ZW=False,
-        KINT=tile.get("KINT", False), NVX=tile.get("NVX", False) and not fp16,
+        KINT=tile.get("KINT", False), NVX=tile.get("NVX", False) and not fp16, XMX=xmx,
     )  # fmt: skip
     ce.update(over)
     if ce["ZW"]:  # aoq.formats.packing.pack_zero_words: int32 words of four zero points
         sig["z_ptr"] = "*i32"
     return Spec(name, "decode_mma", "_decode_mma_kernel", sig, ce, warps=tile["num_warps"],
                 fp8=wfmt == 2)  # fmt: skip
+
+
+def _xmx_m8(target: str) -> Spec:
+    """MX int8 x MX int8 (XMX) with x padded to 8 rows, at its depth (decode_mma.XMX_STAGES8)."""
+    from aoq.kernels.decode_mma import XMX_STAGES8
+
+    spec = decode_mma("mx_int8.decode_mma_xmx_m8", 10, 32, 128, target, 8, xmx=True)
+    return dataclasses.replace(spec, stages=XMX_STAGES8)
 
 
 def _fp6_row() -> dict[str, Any]:
@@ -87,6 +99,8 @@ def decode_mma_specs(target: str) -> list[Spec]:
         # MX int8 (and e4m3 under POST): each block's scale on its float32 product tile
         decode_mma("mx_int8.decode_mma", 10, 32, 128, target),
         decode_mma("mxwo_fp8.decode_mma_post", 5, 32, 128, target, POST=True),
+        # ... and against MX int8 activation codes on the integer MMA (XMX; not yet served)
+        decode_mma("mx_int8.decode_mma_xmx", 10, 32, 128, target, xmx=True),
         # NVFP4 (nvfp4_codes.py): groups of two e4m3-scaled blocks of 16
         decode_mma("nvfp4wo.decode_mma", 9, 32, 64, target),
         decode_mma("nvfp4wo.decode_mma_fp16", 9, 32, 64, target, fp16=True),
@@ -129,6 +143,7 @@ def decode_mma_specs(target: str) -> list[Spec]:
             + [decode_mma("int4wo.decode_mma_tiled_m8", 1, 128, 128, target, 8, tiled=True)]
             + [decode_mma("mxwo_fp6_e3m2.decode_mma_m8", 6, 32, 128, target, 8)]
             + [decode_mma("mx_int8.decode_mma_m8", 10, 32, 128, target, 8)]
+            + [_xmx_m8(target)]
             if target.startswith("sm")
             else []
         ),  # fmt: skip
