@@ -132,21 +132,32 @@ def _lays_over(run: Run, base: Run) -> bool:
 
 
 def overlay(base: Run, newer: list[Run]) -> Run:
-    """``base`` with each later run's records in place of its own for the cases (and checks)
-    that run has, oldest first. The result keeps ``base``'s info, its ``extra["overlaid"]``
-    naming the runs laid over it (id, started, git, scope); each record keeps its own run id."""
+    """``base`` with each later run's records in place of its own for every case that run has
+    (all of a case's checks: none of an older run's stays beside them), oldest first. The
+    result keeps ``base``'s info, its ``extra["overlaid"]`` naming the runs laid over it (id,
+    started, git, scope); each record keeps its own run id."""
     if not newer:
         return base
-    records = {(r.case_id, r.check): r for r in base.records}
+    records = list(base.records)
     for run in newer:
-        records.update({(r.case_id, r.check): r for r in run.records})
+        fresh: dict[str, list[Record]] = {}
+        for r in run.records:
+            fresh.setdefault(r.case_id, []).append(r)
+        merged = []
+        for r in records:  # a case's new records stand where its old ones stood
+            if r.case_id not in fresh:
+                merged.append(r)
+            elif fresh[r.case_id]:
+                merged += fresh[r.case_id]
+                fresh[r.case_id] = []
+        records = merged + [r for rs in fresh.values() for r in rs]  # then the new cases
     laid = [
         {"run_id": r.info.run_id, "started": r.info.started, "git_sha": r.info.git_sha,
          "scope": scope(r.info)}
         for r in newer
     ]  # fmt: skip
     info = dataclasses.replace(base.info, extra={**base.info.extra, "overlaid": laid})
-    return Run(info, list(records.values()))
+    return Run(info, records)
 
 
 def previous(runs: dict[str, Run], run: Run) -> Run | None:

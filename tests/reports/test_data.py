@@ -78,12 +78,14 @@ def test_partial_runs_lay_over_the_newest_run_of_everything():
     never mix with full ones; the baseline of a run is the run of everything before it."""
     old = _conf("old", "2026-01-01", {"a/x": "pass", "b/x": "fail"})
     full = _conf("full", "2026-01-02", {"a/x": "pass", "b/x": "fail", "c/x": "pass"})
+    full.records.append(dataclasses.replace(full.records[1], check="output"))  # b/x's other check
     part = _conf("part", "2026-01-03", {"b/x": "pass"}, only=["b*"])
     runs = {r.info.run_id: r for r in (old, full, part)}
     (shown,) = latest(runs, "conformance")
     assert shown.info.run_id == "full"
     by_case = {r.case_id: (r.status, r.run_id) for r in shown.records}
     assert by_case == {"a/x": ("pass", "full"), "b/x": ("pass", "part"), "c/x": ("pass", "full")}
+    assert len(shown.records) == 3  # none of b/x's checks from the older run stays
     assert [o["run_id"] for o in shown.info.extra["overlaid"]] == ["part"]
     assert shown.info.extra["overlaid"][0]["scope"] == ["b*"]
     assert runs["full"].info.extra.get("overlaid") is None  # the stored run is untouched
