@@ -213,6 +213,16 @@ def test_one_row_takes_one_row():
                              None, "floor")  # fmt: skip
 
 
+def test_every_element_with_derived_bytes_has_a_decode_mma_format():
+    """MXWeight builds group-major bytes and a BIG flag for the elements of BIG_LIMIT, and
+    mx_decode sends those to decode_mma by DECODE_MMA_FORMATS: one list, or an element with
+    the bytes would silently run mx_decode's own, slower tile (MX int8 before session 36)."""
+    from aoq.tensors.mx import BIG_LIMIT
+
+    assert set(BIG_LIMIT) == set(mdc.DECODE_MMA_FORMATS)
+    assert set(mdc.DECODE_MMA_FORMATS.values()) <= set(mdc.dm.MX_FORMATS)
+
+
 def test_serves():
     q = torch.zeros(8, 32, dtype=torch.uint8)
     x = torch.zeros(4, 64, dtype=torch.bfloat16)
