@@ -20,6 +20,8 @@ MX quantize-dequantized first by the Triton cast) and ``triton.nvfp4wo.decode`` 
 
 from __future__ import annotations
 
+import os
+
 import torch
 import torch.nn.functional as F
 import triton
@@ -51,6 +53,11 @@ DECODE_MMA_FORMATS = {
 rounds its pairs' values once more, as the emulated path's cast; int8: the codes' integers on
 the MMA and each block's scale on its float32 sums, decode_mma_steps._post_scaled_step, taken
 in session 36: H100 8192^2 M1 34.3 us against mx_decode's own tile's 39.8, bench/NOTES.md)."""
+XMX = os.environ.get("AOQ_XMX", "0") == "1"
+"""``AOQ_XMX=1``: the ``mx-int8`` config's decode (M <= 16, eager or in CUDA graphs, not under
+torch.compile) runs :func:`mx_int8_xmx` in place of the activation's MX quantize-dequantize
+and the bf16 decode (aoq/tensors/triton_linear_mx.py). Off until a GPU has timed it (session
+36 prepared it), so a conformance or bench run can try it without a code change."""
 ROW_CHUNK = tl.constexpr(2048)
 """Elements a step of the NVFP4 one-row amax reads."""
 

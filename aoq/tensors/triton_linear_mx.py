@@ -43,6 +43,10 @@ def _mx_decode(x: torch.Tensor, w: MXWeight | NVFP4Tensor, bias: Any) -> torch.T
         elem, bs, ts, rule = MXElem.FP4_E2M1, 16, w.tensor_scale, "nvfp4"
     else:
         elem, bs, ts, rule = w.elem, w.block_size, None, w.scale_rounding.value
+    if _xmx(x, w):  # (AOQ_XMX=1) MX int8 codes of x on the integer MMA: mx_decode.XMX
+        d = w.derived()
+        return _k.mx_decode.mx_int8_xmx(x, w.qdata, d["scale_gm"].t(), d["big_scales"], bs, fb,
+                                        rule)  # fmt: skip
     if w.act in (ActQuant.NVFP4_DYNAMIC, ActQuant.MX_DYNAMIC):
         fp6 = _fp6(w)
         fits = not fp6 or bs <= _k.decode_mma.FP6_STEP
@@ -73,6 +77,20 @@ def _mx_decode(x: torch.Tensor, w: MXWeight | NVFP4Tensor, bias: Any) -> torch.T
                      x, w.qdata, d["scale_gm"].t(), ts, elem.value, bs, fb)  # fmt: skip
     return _call("mx_decode", _k.mx_decode.mx_decode_triton,
                  x, w.qdata, scale, ts, elem.value, bs, fb)  # fmt: skip
+
+
+def _xmx(x: torch.Tensor, w: MXWeight | NVFP4Tensor) -> bool:
+    """The mx-int8 config at decode M takes mx_decode.mx_int8_xmx (AOQ_XMX=1): MX int8 weights
+    and activations, bf16 / fp16 x, the weight's group-major bytes (CUDA), not traced."""
+    return (
+        _k.mx_decode.XMX
+        and isinstance(w, MXWeight)
+        and w.elem is MXElem.INT8
+        and w.act is ActQuant.MX_DYNAMIC
+        and x.dtype in (torch.bfloat16, torch.float16)
+        and not _traced(x, w.qdata)
+        and "big_scales" in w.derived()
+    )
 
 
 def _mx_decode_bf16(*args: Any) -> torch.Tensor:

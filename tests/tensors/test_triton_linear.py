@@ -108,3 +108,43 @@ def test_programmatic_dependent_launch_only_at_decode_with_few_rows(monkeypatch)
                 make(strategy)(torch.randn(m, 16), w, None)
                 want = gpu_has_it and strategy == 0 and m <= int_act_mm.PDL_ROWS
                 assert seen == [("trigger", want), ("pdl", want)], (make, strategy, m)
+
+
+def test_xmx_takes_the_mx_int8_config_at_decode_only_when_asked(monkeypatch):
+    """AOQ_XMX=1 (kernels/mx_decode.XMX) sends the mx-int8 config's decode to mx_int8_xmx
+    with the weight's group-major bytes and BIG flag, the activation's scale rounding and
+    the bias; MX int8 weight-only and other elements, float32 x, or the flag off keep the
+    path they had."""
+    from aoq.kernels import mx_decode
+    from torch import nn
+
+    import aoq
+    from aoq.tensors import triton_linear_mx as tlm
+
+    calls = []
+
+    def fake(x, q, gm, flag, bs, bias, rule):
+        calls.append((gm.stride(), flag.numel(), bs, bias is not None, rule))
+        return torch.zeros(x.shape[0], q.shape[0], dtype=x.dtype)
+
+    def with_bytes(w):
+        s = w.scale.view(torch.uint8)
+        flag = torch.zeros(0, dtype=torch.int32)
+        w._derived = {"scale_gm": s.t().contiguous(), "big_scales": flag}
+        return w
+
+    def weight(config):
+        return with_bytes(aoq.quantize_(nn.Linear(64, 8), config).weight)
+
+    monkeypatch.setattr(mx_decode, "mx_int8_xmx", fake)
+    monkeypatch.setattr(mx_decode, "XMX", True)
+    x = torch.randn(3, 64, dtype=torch.bfloat16)
+    mx_int8 = weight(aoq.MXDynamicActivationMXWeightConfig("int8", scale_rounding="rceil"))
+    y = tlm._mx_decode(x, mx_int8, torch.zeros(8, dtype=torch.bfloat16))
+    assert y.shape == (3, 8)
+    assert calls == [((1, 8), 0, 32, True, "rceil")]  # the bytes [N, G] with strides (1, N)
+    assert tlm._xmx(x.half(), mx_int8) and not tlm._xmx(x.float(), mx_int8)
+    assert not tlm._xmx(x, weight(aoq.MXWeightOnlyConfig("int8")))
+    assert not tlm._xmx(x, weight(aoq.MXDynamicActivationMXWeightConfig("fp8_e4m3")))
+    monkeypatch.setattr(mx_decode, "XMX", False)
+    assert not tlm._xmx(x, mx_int8)
