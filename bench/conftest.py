@@ -22,7 +22,7 @@ from bench import cases
 from bench.baselines import goal_compile, peer_skip
 from bench.session import GOAL_COMPILE_KIND, BenchSession, Options
 from bench.summary import progress_line, summary_table
-from bench.timing import Timer
+from bench.timer import Timer
 
 KINDS = ("host", "kernel", "training", "baseline", "peer", "cell")
 """The parameters that make a bench test (see bench/cases.py)."""

@@ -36,7 +36,8 @@ from torch import nn
 import aoq
 from aoq import dispatch, plans
 from aoq.testing.cases import inference_configs
-from bench.timing import EventlessSync, host_time, warm_gpu
+from bench.timer import EventlessSync, host_time
+from bench.timing import warm_gpu
 
 BATCH = 200
 REPS = 15

@@ -15,7 +15,8 @@ from bench.cases import KERNELS, Kernel
 from bench.rows import compare, missing_records, timed_records
 from bench.session import BenchSession
 from bench.summary import note
-from bench.timing import Rotation, Timer, failed
+from bench.timer import Timer, failed
+from bench.timing import Rotation
 
 
 def test_kernel(kernel: Kernel, bench: BenchSession, timer: Timer) -> None:

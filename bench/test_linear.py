@@ -23,7 +23,8 @@ from bench.cases import Host, Linear
 from bench.rows import compare, missing_records, timed_records, why
 from bench.session import BenchSession
 from bench.summary import HOST, HOST_GOAL_US, note
-from bench.timing import Timed, Timer, failed, paired_over
+from bench.timer import Timer, failed, paired_over
+from bench.timing import Timed
 
 
 def _weight(cell: Linear, device: torch.device) -> torch.Tensor:
@@ -87,9 +88,17 @@ def test_baseline(baseline: Linear, bench: BenchSession, timer: Timer) -> None:
     _raise_first(timed)
 
 
-def _bf16_rows(bench: BenchSession, cell: Linear, modes: tuple[str, ...]) -> list[Record]:
-    """The cell's bf16 side: its (dtype, shape)'s baseline samples, measured once."""
-    base = bench.baselines.get(cell.group, "the bf16 baseline of this shape was not selected")
+def _bf16_rows(
+    bench: BenchSession,
+    cell: Linear,
+    modes: tuple[str, ...],
+    paired: dict[str, Timed | Exception] | None = None,
+) -> list[Record]:
+    """The cell's bf16 side: its (dtype, shape)'s baseline samples, measured once, or the
+    samples ``paired`` with the cell's own (:func:`_paired`)."""
+    base: Any = paired or bench.baselines.get(
+        cell.group, "the bf16 baseline of this shape was not selected"
+    )
     case = functools.partial(cell.case, side="bf16")
     if not isinstance(base, dict):
         return missing_records(bench.run_id, case, modes, "skip", f"baseline: {base}")
@@ -165,8 +174,20 @@ def _best_peer(bench: BenchSession, cell: Linear) -> dict[str, tuple[str, float]
     return best
 
 
+PAIRED_M = 2048
+"""From this M (compute bound) a GPU cell's passes take turns with bf16 F.linear's over the
+same inputs (timing.device_times), and its ratio is against those bf16 samples: at a GPU's
+power limit the SM clock moves by several per cent within a row (run bd72d9: int8wo at 4096 x
+8192 x 8192 sampled 759-817 µs; bf16's row, timed minutes earlier, 687-773)."""
+
+
+def _paired(cell: Linear, timer: Timer) -> bool:
+    return timer.gpu and cell.shape.m >= PAIRED_M
+
+
 def test_aoq(cell: Linear, bench: BenchSession, timer: Timer) -> None:
-    """aoq's quantized linear through its dispatch (the kernel it picks, traced)."""
+    """aoq's quantized linear through its dispatch (the kernel it picks, traced); from
+    PAIRED_M on a GPU, in turns with bf16 F.linear."""
     modes = timer.modes
     if reason := bench.over_budget():
         bench.write(_bf16_rows(bench, cell, modes))
@@ -178,10 +199,18 @@ def test_aoq(cell: Linear, bench: BenchSession, timer: Timer) -> None:
     with aoq.trace_kernels() as trace:
         F.linear(xs[0], ws[0])
     ran = trace.records[0]
-    timed = timer.time(bl.linear_rotation(ws, xs))
+    rot = bl.linear_rotation(ws, xs)
+    paired: dict[str, Timed | Exception] | None = None
+    if _paired(cell, timer):
+        w = _weight(cell, bench.device)
+        dense = bl.linear_rotation([w] + [w.clone() for _ in range(n - 1)], xs)
+        timed, paired = timer.time_pair(rot, dense)
+    else:
+        timed = timer.time(rot)
     nbytes = bl.tensor_bytes(qw)
     floor = _floor(bench, cell, nbytes)
-    bf16, peer = _bf16_p50(bench, cell), _best_peer(bench, cell)
+    bf16 = bl.rates(paired) if paired else _bf16_p50(bench, cell)
+    peer = _best_peer(bench, cell)
 
     def metrics(mode: str, p50: float) -> dict[str, Any]:
         return compare(p50, bf16=bf16.get(mode), peer=peer.get(mode), floor=floor)
@@ -199,7 +228,7 @@ def test_aoq(cell: Linear, bench: BenchSession, timer: Timer) -> None:
         flops=cell.shape.flops,
         **provenance,
     )
-    bench.write(rows + _bf16_rows(bench, cell, modes))
+    bench.write(rows + _bf16_rows(bench, cell, modes, paired))
     peer_p50 = {mode: v for mode, (_, v) in peer.items()}
     bench.notes[cell.id] = f"{ran.kernel} " + note(bl.rates(timed), bf16, peer_p50, floor)
     _raise_first(timed)
@@ -219,7 +248,7 @@ def test_host_overhead(host: Host, bench: BenchSession, timer: Timer) -> None:
     elif timer.gpu:
         # the goal is aoq's own overhead: the time over the bf16 F.linear it replaces (this
         # host's Python and launch floor), their batches alternating in this test (the
-        # host's speed drifts between tests: timing.host_time_pair)
+        # host's speed drifts between tests: timer.host_time_pair)
         base = functools.partial(F.linear, x, _weight(host, bench.device))
         t, tb = timer.host_pair(functools.partial(F.linear, x, w), base)
         over = paired_over(t, tb)

@@ -18,7 +18,8 @@ from bench.cases import Training
 from bench.rows import compare, missing_records, timed_records
 from bench.session import BenchSession
 from bench.summary import note
-from bench.timing import Rotation, Timer, failed
+from bench.timer import Timer, failed
+from bench.timing import Rotation
 
 
 def _step(t: Training, device: torch.device) -> Callable[[], None]:

@@ -26,12 +26,10 @@ Samples: 30 per GPU row (at least 5), p20/p50/p80 and all of them recorded.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
-import statistics
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import torch
@@ -104,6 +102,24 @@ class Clock(Protocol):
 
     def times_us(self, run: Callable[[], Any], reps: int) -> list[float]: ...
 
+    def turns_us(self, runs: Sequence[Callable[[], Any]], reps: int) -> list[list[float]]: ...
+
+
+def turns(n: int, reps: int) -> list[int]:
+    """Which of ``n`` runs goes when, over ``reps`` rounds: in order on even rounds, reversed
+    on odd ones, so that none is always first after another's work."""
+    out: list[int] = []
+    for i in range(reps):
+        out += range(n) if i % 2 == 0 else range(n - 1, -1, -1)
+    return out
+
+
+def _per_run(order: list[int], samples: list[float], n: int) -> list[list[float]]:
+    out: list[list[float]] = [[] for _ in range(n)]
+    for j, s in zip(order, samples, strict=True):
+        out[j].append(s)
+    return out
+
 
 class EventClock:
     """Device time: an event pair around each repetition, all queued, one synchronisation."""
@@ -112,16 +128,21 @@ class EventClock:
         torch.cuda.synchronize()
 
     def times_us(self, run: Callable[[], Any], reps: int) -> list[float]:
+        return self.turns_us([run], reps)[0]
+
+    def turns_us(self, runs: Sequence[Callable[[], Any]], reps: int) -> list[list[float]]:
+        """``reps`` samples of each of ``runs``, taking turns (:func:`turns`)."""
+        order = turns(len(runs), reps)
         pairs = [
             (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-            for _ in range(reps)
+            for _ in order
         ]
-        for start, end in pairs:
+        for j, (start, end) in zip(order, pairs, strict=True):
             start.record()
-            run()
+            runs[j]()
             end.record()
         torch.cuda.synchronize()
-        return [start.elapsed_time(end) * 1e3 for start, end in pairs]
+        return _per_run(order, [s.elapsed_time(e) * 1e3 for s, e in pairs], len(runs))
 
 
 class HostClock:
@@ -131,12 +152,15 @@ class HostClock:
         pass
 
     def times_us(self, run: Callable[[], Any], reps: int) -> list[float]:
-        out = []
-        for _ in range(reps):
+        return self.turns_us([run], reps)[0]
+
+    def turns_us(self, runs: Sequence[Callable[[], Any]], reps: int) -> list[list[float]]:
+        order, out = turns(len(runs), reps), []
+        for j in order:
             t0 = time.perf_counter()
-            run()
+            runs[j]()
             out.append((time.perf_counter() - t0) * 1e6)
-        return out
+        return _per_run(order, out, len(runs))
 
 
 class NotCapturable(RuntimeError):
@@ -174,30 +198,46 @@ def cuda_graph(rot: Rotation) -> Callable[[], Any]:
     return graph.replay
 
 
-def device_time(
-    rot: Rotation,
+def device_time(rot: Rotation, graph: bool, *args: Any, **kwargs: Any) -> Timed:
+    """Per-call device µs of ``rot``: warm-up pass, a sizing pass, then ``reps`` passes (fewer
+    if they would exceed ``cap_s``), replayed from a graph (``capture``, default a CUDA graph)
+    or launched eagerly; ``clock`` defaults to CUDA events. ``warm`` (default
+    :func:`warm_gpu`) raises the clocks first where the GPU may have idled (WARM_GAP_S).
+    Arguments as :func:`device_times`."""
+    return device_times([rot], graph, *args, **kwargs)[0]
+
+
+def device_times(
+    rots: Sequence[Rotation],
     graph: bool,
     reps: int = GPU_REPS,
     cap_s: float = 1.5,
     clock: Clock | None = None,
     capture: Callable[[Rotation], Callable[[], Any]] | None = None,
     warm: Callable[[], None] | None = None,
-) -> Timed:
-    """Per-call device µs of ``rot``: warm-up pass, a sizing pass, then ``reps`` passes (fewer
-    if they would exceed ``cap_s``), replayed from a graph (``capture``, default a CUDA graph)
-    or launched eagerly; ``clock`` defaults to CUDA events. ``warm`` (default
-    :func:`warm_gpu`) raises the clocks first where the GPU may have idled (WARM_GAP_S)."""
+) -> list[Timed]:
+    """:func:`device_time` of several rotations, their passes taking turns (:func:`turns`):
+    each rep's passes run back to back, under the same clocks and temperature. A compute
+    bound pass's time follows the SM clock, which a GPU at its power limit moves by several
+    per cent within a row's 30 passes (run bd72d9: int8wo at 4096 x 8192 x 8192 sampled 759
+    to 817 µs, bf16's row minutes earlier 687 to 773): timed in turns, a ratio of two rows
+    compares them on the same clocks."""
     clock = clock or EventClock()
     started = time.perf_counter()
-    rot.all()  # autotuning, compilation, lazily built layouts
+    for rot in rots:
+        rot.all()  # autotuning, compilation, lazily built layouts
     clock.sync()
     warm_after_idle(started, warm or warm_gpu)
-    run = (capture or cuda_graph)(rot) if graph else rot.all
-    first = clock.times_us(run, 1)[0]
+    runs = [(capture or cuda_graph)(rot) if graph else rot.all for rot in rots]
+    first = sum(t[0] for t in clock.turns_us(runs, 1))
     n = fit_reps(first * 1e-6, reps, cap_s)
-    passes = clock.times_us(run, n)
+    passes = clock.turns_us(runs, n)
     _busy[0] = time.perf_counter()
-    return Timed(per_call(passes, len(rot)), {"reps": n, "copies": len(rot)})
+    extra = {"paired": True} if len(rots) > 1 else {}
+    return [
+        Timed(per_call(p, len(rot)), {"reps": n, "copies": len(rot), **extra})
+        for rot, p in zip(rots, passes, strict=True)
+    ]
 
 
 WARM_GAP_S = 1.0
@@ -237,58 +277,6 @@ def warm_gpu(seconds: float | None = None) -> None:
         torch.cuda.synchronize()
 
 
-def _batch_of(fn: Callable[[], Any], batch: int) -> Callable[[], None]:
-    """``batch`` back-to-back calls of ``fn``."""
-
-    def run() -> None:
-        for _ in range(batch):
-            fn()
-
-    return run
-
-
-def host_time(fn: Callable[[], Any], batch: int, reps: int, clock: Clock | None = None) -> Timed:
-    """Host µs per call of ``fn``: ``reps`` batches of ``batch`` back-to-back calls (on a GPU,
-    for a layer whose kernels are shorter than their launches, this is the host overhead)."""
-    clock = clock or HostClock()
-    run = _batch_of(fn, batch)
-    run()
-    clock.sync()
-    samples = per_call(clock.times_us(run, reps), batch)
-    clock.sync()
-    return Timed(samples, {"reps": reps, "batch": batch})
-
-
-def host_time_pair(
-    fn: Callable[[], Any],
-    base: Callable[[], Any],
-    batch: int,
-    reps: int,
-    clock: Clock | None = None,
-) -> tuple[Timed, Timed]:
-    """:func:`host_time` of ``fn`` and of ``base``, their batches alternating: a drift in the
-    host's speed (on the H100 runners one test's host times sat at 18-20 µs a call and the
-    next one's at 26-35, run after run, whichever config it was) falls on both, so their
-    per-rep differences (:func:`paired_over`) measure ``fn``'s cost over ``base``."""
-    clock = clock or HostClock()
-    run_fn, run_base = _batch_of(fn, batch), _batch_of(base, batch)
-    run_fn()
-    run_base()
-    clock.sync()
-    got: tuple[list[float], list[float]] = ([], [])
-    for _ in range(reps):
-        got[0].extend(clock.times_us(run_fn, 1))
-        got[1].extend(clock.times_us(run_base, 1))
-    clock.sync()
-    extra = {"reps": reps, "batch": batch}
-    return Timed(per_call(got[0], batch), extra), Timed(per_call(got[1], batch), dict(extra))
-
-
-def paired_over(fn: Timed, base: Timed) -> float:
-    """Median over reps of ``fn``'s µs per call less ``base``'s in the same rep."""
-    return statistics.median(a - b for a, b in zip(fn.samples_us, base.samples_us, strict=True))
-
-
 def wall_time(rot: Rotation, reps: int, cap_s: float, warmup: int = WARMUP) -> Timed:
     """Host µs per call, rotating; for what runs outside a test's ``benchmark`` fixture."""
     clock = HostClock()
@@ -316,83 +304,3 @@ def fixture_time(
     pb.update(rounds=rounds, iterations=iterations)
     samples = [s / iterations * 1e6 for s in stats.data]
     return Timed(samples, {"reps": rounds, "benchmark": pb})
-
-
-class Timer:
-    """What a test times with: device events, graph and eager, on GPUs; on CPUs the test's
-    pytest-benchmark fixture (wall clock; usable once per test, hence one side per test)."""
-
-    def __init__(self, gpu: bool, quick: bool, benchmark: Callable[[], Any] | None = None) -> None:
-        """``benchmark``: returns the test's pytest-benchmark fixture (CPU)."""
-        self.gpu = gpu
-        self._benchmark = benchmark
-        self.reps = (
-            (GPU_REPS // 2 if quick else GPU_REPS) if gpu else (QUICK_REPS if quick else CPU_REPS)
-        )
-        self.cap_s = (0.3 if quick else 0.5) if gpu else (0.3 if quick else 3.0)
-        self.most_copies = 32 if gpu else (2 if quick else 8)
-
-    @property
-    def modes(self) -> tuple[str, ...]:
-        return ("graph", "eager") if self.gpu else ("wall",)
-
-    def copies(self, nbytes: int, device: torch.device) -> int:
-        return copies_for(nbytes, cache_bytes(device), self.most_copies)
-
-    def time(
-        self, rot: Rotation, modes: tuple[str, ...] | None = None
-    ) -> dict[str, Timed | Exception]:
-        """Per-call samples of each mode (default: all of this device's), or the error that
-        mode raised: a graph that cannot be captured must not cost the eager row."""
-        out: dict[str, Timed | Exception] = {}
-        for mode in modes or self.modes:
-            try:
-                if self.gpu:
-                    out[mode] = device_time(rot, mode == "graph", self.reps, self.cap_s)
-                else:
-                    out[mode] = fixture_time(self.benchmark(), rot.next, self.reps, self.cap_s)
-            except Exception as e:  # noqa: BLE001 - recorded as the mode's error row
-                out[mode] = e
-                if self.gpu:
-                    _settle()
-        return out
-
-    def benchmark(self) -> Any:
-        if self._benchmark is None:
-            raise RuntimeError("CPU timing needs the test's pytest-benchmark fixture")
-        return self._benchmark()
-
-    def host(self, fn: Callable[[], Any]) -> Timed:
-        """Host µs per call (eager), batches of back-to-back calls (20 on a GPU, where a
-        call is ~10-100 µs; 4 on a CPU, where it does the math too)."""
-        if self.gpu:
-            warm_gpu()
-            return host_time(fn, 20, self.reps, EventlessSync())
-        return fixture_time(self.benchmark(), fn, self.reps, self.cap_s, iterations=4)
-
-    def host_pair(self, fn: Callable[[], Any], base: Callable[[], Any]) -> tuple[Timed, Timed]:
-        """On a GPU, :meth:`host` of ``fn`` and ``base`` with their batches alternating
-        (:func:`host_time_pair`). A CPU test has one pytest-benchmark fixture, which times
-        one function."""
-        if not self.gpu:
-            raise RuntimeError("paired host timing runs on a GPU; a CPU test times once")
-        warm_gpu()
-        return host_time_pair(fn, base, 20, self.reps, EventlessSync())
-
-
-def _settle() -> None:
-    """After a failed mode (e.g. a capture that hit a synchronising op): let the device
-    finish; an error it reports belongs to that mode, already recorded."""
-    with contextlib.suppress(Exception):
-        torch.cuda.synchronize()
-
-
-def failed(timed: Mapping[str, Timed | Exception]) -> list[Exception]:
-    return [t for t in timed.values() if isinstance(t, Exception)]
-
-
-class EventlessSync(HostClock):
-    """The host clock, synchronising the GPU before and after (never inside) the batches."""
-
-    def sync(self) -> None:
-        torch.cuda.synchronize()

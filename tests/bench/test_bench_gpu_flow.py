@@ -14,7 +14,8 @@ from bench import test_kernels as tk
 from bench import test_linear as tl
 from bench import test_training as tt
 from bench.session import BenchSession, Options
-from bench.timing import HostClock, Timer
+from bench.timer import Timer
+from bench.timing import HostClock
 
 
 @pytest.fixture
@@ -95,3 +96,23 @@ def test_kernels_training_and_host_on_the_gpu_path(gpu_like):
     assert "speedup_vs_bf16" in train[-1].metrics
     host = [r for r in bench.records if r.check == "host_overhead"]
     assert len(host) == 2 and "over_bf16_us" in host[-1].metrics
+
+
+def test_a_compute_bound_cell_is_timed_in_turns_with_bf16(gpu_like, monkeypatch):
+    """From PAIRED_M, the cell's bf16 rows are the samples taken in turns with its own (not
+    the shape's baseline), and its ratio is against them."""
+    bench, timer = gpu_like
+    monkeypatch.setattr(tl, "PAIRED_M", 1)
+    run = [c for c in cases.linear_cases("cpu", quick=True) if c.shape.m == 1]
+    tl.test_baseline(run[0], bench, timer)
+    cell = next(c for c in run if c.side == "aoq" and c.config_id == "int8wo")
+    tl.test_aoq(cell, bench, timer)
+    rows = _rows(bench, "int8wo/bf16/cpu/M1-K256-N256/")
+    for mode in ("graph", "eager"):
+        aoq, bf16 = (rows[f"int8wo/bf16/cpu/M1-K256-N256/{s}/{mode}"] for s in ("aoq", "bf16"))
+        assert aoq.metrics["paired"] is True and bf16.metrics["paired"] is True
+        assert aoq.metrics["reps"] == bf16.metrics["reps"]
+        base = bench.baselines[cell.group][mode].samples_us
+        assert bf16.metrics["samples_us"] != base
+        want = bf16.metrics["p50_us"] / aoq.metrics["p50_us"]
+        assert aoq.metrics["speedup_vs_bf16"] == pytest.approx(want)

@@ -4,9 +4,10 @@ device events (the CUDA paths differ only in the clock and the graph capture).""
 import time
 
 import pytest
+from bench_fakes import FakeBenchmark
 
 from bench import timing
-from bench.timing import HostClock, Rotation, Timer
+from bench.timing import HostClock, Rotation
 
 
 def test_copies_overflow_the_cache_within_bounds():
@@ -52,6 +53,12 @@ class FakeClock:
             before = calls[0]
             run()
             out.append(100.0 * (calls[0] - before))
+        return out
+
+    def turns_us(self, runs, reps):
+        out = [[] for _ in runs]
+        for j in timing.turns(len(runs), reps):
+            out[j] += self.times_us(runs[j], 1)
         return out
 
 
@@ -115,56 +122,6 @@ def test_device_time_shrinks_reps_to_the_cap():
     assert t.extra["reps"] == timing.LEAST_REPS  # 100 µs a pass, 500 µs of cap -> 5
 
 
-def test_host_time_is_per_call_of_a_batch():
-    t = timing.host_time(lambda: time.sleep(0.001), batch=3, reps=4, clock=HostClock())
-    assert len(t.samples_us) == 4
-    assert all(900 < s < 50_000 for s in t.samples_us)
-    assert t.extra == {"reps": 4, "batch": 3}
-
-
-def test_host_time_pair_alternates_batches_and_takes_the_median_difference():
-    order: list[str] = []
-    fn = lambda: (order.append("a"), time.sleep(0.002))  # noqa: E731
-    base = lambda: (order.append("b"), time.sleep(0.001))  # noqa: E731
-    t, tb = timing.host_time_pair(fn, base, batch=2, reps=3, clock=HostClock())
-    assert order == ["a", "a", "b", "b"] * 4  # a warm-up pass of each, then the reps
-    assert len(t.samples_us) == len(tb.samples_us) == 3
-    assert t.extra == tb.extra == {"reps": 3, "batch": 2}
-    over = timing.paired_over(t, tb)
-    assert over == sorted(a - b for a, b in zip(t.samples_us, tb.samples_us, strict=True))[1]
-    assert 200 < over < 50_000  # ~1 ms a call more
-
-
-class FakeBenchmark:
-    """pytest-benchmark's pedantic(): rounds x iterations calls, raw seconds per round."""
-
-    def __init__(self):
-        self.kwargs = None
-
-    def pedantic(self, fn, rounds, iterations, warmup_rounds):
-        self.kwargs = {"rounds": rounds, "iterations": iterations, "warmup": warmup_rounds}
-        data = []
-        for _ in range(rounds):
-            t0 = time.perf_counter()
-            for _ in range(iterations):
-                fn()
-            data.append(time.perf_counter() - t0)
-        stats = type(
-            "S",
-            (),
-            {
-                "data": data,
-                "min": min(data),
-                "max": max(data),
-                "mean": 0.0,
-                "stddev": 0.0,
-                "median": 0.0,
-                "iqr": 0.0,
-            },
-        )
-        self.stats = type("M", (), {"stats": stats})
-
-
 def test_fixture_time_keeps_every_sample_per_call():
     bm = FakeBenchmark()
     t = timing.fixture_time(bm, lambda: time.sleep(0.0005), reps=6, cap_s=10.0, iterations=2)
@@ -173,19 +130,55 @@ def test_fixture_time_keeps_every_sample_per_call():
     assert t.extra["benchmark"]["rounds"] == 6 and t.extra["benchmark"]["iterations"] == 2
 
 
-def test_timer_modes_and_cpu_path():
-    assert Timer(True, False).modes == ("graph", "eager")
-    cpu = Timer(False, True, FakeBenchmark)
-    assert cpu.modes == ("wall",)
-    got = cpu.time(Rotation([lambda: None, lambda: None]))
-    assert list(got) == ["wall"] and len(got["wall"].samples_us) == timing.QUICK_REPS
-    # a mode that raises is that mode's result (its error row), not the end of the test
-    (err,) = Timer(False, True).time(Rotation([lambda: None])).values()
-    assert isinstance(err, RuntimeError) and "pytest-benchmark" in str(err)
-    assert timing.failed({"wall": err, "graph": got["wall"]}) == [err]
-
-
 def test_cuda_paths_exist():
     """No GPU here: the CUDA functions are at least importable and named as used."""
     assert callable(timing.cuda_graph) and callable(timing.EventClock().times_us)
-    assert issubclass(timing.EventlessSync, HostClock)
+
+
+def test_turns_alternate_the_order_every_round():
+    assert timing.turns(2, 4) == [0, 1, 1, 0, 0, 1, 1, 0]
+    assert timing.turns(3, 2) == [0, 1, 2, 2, 1, 0]
+    assert timing.turns(1, 3) == [0, 0, 0]
+
+
+def test_host_clock_turns_keep_each_runs_samples_apart():
+    order = []
+    a = lambda: (order.append("a"), time.sleep(0.002))  # noqa: E731
+    b = lambda: order.append("b")  # noqa: E731
+    ta, tb = HostClock().turns_us([a, b], 3)
+    assert order == ["a", "b", "b", "a", "a", "b"]
+    assert len(ta) == len(tb) == 3 and min(ta) > max(tb)
+
+
+@pytest.mark.parametrize("graph", [False, True])
+def test_device_times_take_turns_and_report_each_rotation(graph):
+    """Both rotations warm up and are captured before any timing; their timed passes
+    alternate (one warm-up, one sizing and the reps, as device_time), each per call of its
+    own copies, and both carry ``paired``."""
+    log = []
+    a, b = (Rotation([lambda k=k: log.append(k)] * n) for k, n in (("a", 2), ("b", 4)))
+    captured = []
+
+    def capture(rot):
+        captured.append(len(rot))
+        return rot.all
+
+    class Clock(FakeClock):
+        def times_us(self, run, reps):
+            out = []
+            for _ in range(reps):
+                before = len(log)
+                run()
+                out.append(100.0 * (len(log) - before))
+            return out
+
+    ta, tb = timing.device_times([a, b], graph, reps=4, cap_s=10.0, clock=Clock(),
+                                 capture=capture, warm=lambda: None)  # fmt: skip
+    assert captured == ([2, 4] if graph else [])
+    passes = "".join(log).replace("aa", "A").replace("bbbb", "B")
+    assert passes == "AB" + "AB" + "ABBAABBA"  # warm-up, sizing, 4 reps in turns
+    assert ta.samples_us == tb.samples_us == [100.0] * 4
+    assert ta.extra == {"reps": 4, "copies": 2, "paired": True}
+    assert tb.extra == {"reps": 4, "copies": 4, "paired": True}
+    (one,) = timing.device_times([a], graph, reps=2, clock=Clock(), capture=capture)
+    assert "paired" not in one.extra
