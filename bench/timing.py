@@ -242,8 +242,12 @@ def device_times(
 
 WARM_GAP_S = 1.0
 """Idle seconds after which a device timing first runs :func:`warm_gpu` (an idle H100 sits at
-345 MHz; a light decode row's passes do not raise it): runs 9931c7, 1afc1c and 36682e timed
-their first row, bf16 8192^2 M1, at 57 us (graph), against 48.6-49.6 in other runs."""
+345 MHz; a light decode row's passes do not raise it). This did not mend what it was written
+for: `--only` runs' first row, bf16 8192^2 M1 right after the ceilings, read 57 us as a graph
+replay in runs 9931c7, 1afc1c, 36682e and (warmed) c39c2b, against 48.6-49.6 wherever smaller
+rows went first. A probe (session 37, H100) read 48.8 us for that row first in a process, and
+90.8 (graph) / 126.8 (eager) right after a 4096 x 4096 x 1024 GEMM row: something the large
+GEMMs leave behind, not idle clocks."""
 _busy: list[float | None] = [None]  # when the last device timing ended (perf_counter)
 
 
