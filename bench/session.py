@@ -169,7 +169,8 @@ class BenchSession:
         """Bandwidth and compute ceilings, once per run; a ceiling the device lacks is a skip.
         On a GPU their ~3 GB of operands then go back to the driver (``empty_cache``): carved
         from those cached blocks, an `--only` run's first row (the baseline after the
-        ceilings) read bf16 F.linear at 14336 x 4096 M16 52.3 µs, where 46.2 elsewhere."""
+        ceilings) read bf16 F.linear at 14336 x 4096 M16 52.3 µs (run a9c986), 45.4 with them
+        handed back (9117d3, H100)."""
         self._ceilings(baselines.ceiling_ops(self.device, self.dtypes(), self.opts.quick))
         if self.opts.gpu:
             torch.cuda.synchronize()

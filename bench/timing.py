@@ -246,8 +246,10 @@ WARM_GAP_S = 1.0
 for: `--only` runs' first row, bf16 8192^2 M1 right after the ceilings, read 57 us as a graph
 replay in runs 9931c7, 1afc1c, 36682e and (warmed) c39c2b, against 48.6-49.6 wherever smaller
 rows went first. A probe (session 37, H100) read 48.8 us for that row first in a process, and
-90.8 (graph) / 126.8 (eager) right after a 4096 x 4096 x 1024 GEMM row: something the large
-GEMMs leave behind, not idle clocks."""
+90.8 (graph) / 126.8 (eager) when its weights were allocated after a 4096 x 4096 x 1024 GEMM
+row's were freed: not idle clocks. What mended it was handing the ceilings' cached blocks back
+to the driver before the first row (BenchSession.measure_ceilings: 52.3 -> 45.4 us, runs
+a9c986 and 9117d3)."""
 _busy: list[float | None] = [None]  # when the last device timing ended (perf_counter)
 
 
