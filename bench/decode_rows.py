@@ -85,8 +85,8 @@ every format but MX fp8; per_sm: programs an SM the split aims for). The MX 8-bi
 64 x 128 step at 3 stages takes 48 KB of shared memory on sm90: 4 programs an SM fit, their
 TILE's per_sm since session 36 (per_sm 8 the variant it beat); mxint8's ``GENERIC`` is
 mx_decode's own tile, which served MX int8 before, and ``XMX`` decode_mma's integer MMA
-against x's MX int8 codes (prepared in session 36, not yet timed; 2 stages at 8 rows:
-decode_mma.XMX_STAGES8)."""
+against x's MX int8 codes (2 stages at 8 rows: decode_mma.XMX_STAGES8; timed in session 37,
+no faster than the TILE: bench/NOTES.md)."""
 
 SHAPES = ((8192, 8192), (4096, 14336), (14336, 4096))  # K x N
 EXACT_KEYS = {"ROWS", "PDL", "CHAIN", "AHEAD", "XQ", "XQ_BLOCK_N", "XQ_num_warps", "ALIGNED"}

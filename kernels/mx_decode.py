@@ -56,8 +56,11 @@ in session 36: H100 8192^2 M1 34.3 us against mx_decode's own tile's 39.8, bench
 XMX = os.environ.get("AOQ_XMX", "0") == "1"
 """``AOQ_XMX=1``: the ``mx-int8`` config's decode (M <= 16, eager or in CUDA graphs, not under
 torch.compile) runs :func:`mx_int8_xmx` in place of the activation's MX quantize-dequantize
-and the bf16 decode (aoq/tensors/triton_linear_mx.py). Off until a GPU has timed it (session
-36 prepared it), so a conformance or bench run can try it without a code change."""
+and the bf16 decode (aoq/tensors/triton_linear_mx.py). Off: timed on an H100 in session 37
+it was no faster (decode alone, M1 8192^2 / 4096x14336 / 14336x4096: 33.7 / 31.9 / 31.8 µs
+against the bf16 decode's 33.7 / 32.3 / 29.7; M16 37.8 / 34.6 / 34.8 against 36.7 / 35.4 /
+32.7; bench c39c2b end to end 36.7 µs at 8192^2 M1, as before), and its conformance (c17f5d,
+30 cases) is green, so a run can still try it without a code change."""
 ROW_CHUNK = tl.constexpr(2048)
 """Elements a step of the NVFP4 one-row amax reads."""
 
@@ -285,8 +288,8 @@ def mx_int8_xmx(
     tile: dict | None = None,
 ) -> torch.Tensor:
     """MX int8 weights and activations (the ``mx-int8`` config) on decode_mma's integer MMA
-    (XMX, prepared in session 36, not yet dispatched: no GPU has run it): x (bf16 or fp16, M
-    <= 16) cast to MX int8 codes and E8M0 bytes along K (mx_cast_triton, the activation
+    (XMX; timed in session 37, no faster, so only under AOQ_XMX): x (bf16 or fp16, M <= 16)
+    cast to MX int8 codes and E8M0 bytes along K (mx_cast_triton, the activation
     kernel's rounding ``scale_rounding``), then each block's int32 sums times both powers
     of two (decode_mma_steps._int8_block_step): the emulated path's product (x
     quantize-dequantized, then x W^T in float32) up to float32 summation order, without the
