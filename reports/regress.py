@@ -209,6 +209,14 @@ def _speed(pair: _Pair, rb: Record, rn: Record) -> Finding:
             f"a ceiling of the machine moved {change:+.1%} (informational, never gating)",
             change=change, **values,
         )  # fmt: skip
+    if bool(rb.metrics.get("paired")) != bool(rn.metrics.get("paired")):
+        how = "the new" if rn.metrics.get("paired") else "the baseline"
+        return pair.finding(
+            rb.case_id, "unconfirmed",
+            f"p50 {change:+.1%}, but only {how} run timed it in turns with bf16 (a GPU at its "
+            "power limit runs both slower): a change of method, not of aoq; compare paired runs",
+            change=change, **values,
+        )  # fmt: skip
     sb, sn = samples_us(rb.metrics), samples_us(rn.metrics)
     p = None
     if sb and sn:

@@ -193,6 +193,22 @@ def test_too_few_samples_or_none_is_unconfirmed(tmp_path):
     assert (f.status, f.base, f.p_value) == ("unconfirmed", 10.0, None)
 
 
+def test_a_row_timed_in_turns_in_one_run_only_is_unconfirmed(tmp_path):
+    """Timed in turns with bf16 in one run and alone in the other (a change of the bench's
+    method: both sides run slower at sustained power), a slower p50 gates nothing."""
+    rng = random.Random(5)
+    base = bench(tmp_path, "base", {PREFILL: jitter(rng, 500.0)})
+    paired = [latency_record("new", case(PREFILL), jitter(rng, 560.0), paired=True)]
+    new = write_run(tmp_path, info("new"), paired)
+    f = _one(compare_runs(base, new, Thresholds()), PREFILL)
+    assert f.status == "unconfirmed" and not f.gating and "only the new run" in f.reason
+    assert f.change == pytest.approx(0.12, abs=0.03)
+    # both paired: compared as ever
+    both = [latency_record("again", case(PREFILL), jitter(rng, 620.0), paired=True)]
+    again = write_run(tmp_path, info("again"), both)
+    assert _one(compare_runs(new, again, Thresholds()), PREFILL).status == "regression"
+
+
 def test_threshold_override_applies_to_matching_rows(tmp_path):
     rng = random.Random(3)
     base = bench(tmp_path, "base", {DECODE: jitter(rng, 10.0), PREFILL: jitter(rng, 500.0)})
