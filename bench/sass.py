@@ -7,7 +7,7 @@ shared memory (the smaller bounds a wave of a split kernel: decode_mma's ``per_s
 it), and the instruction mix of its loops, largest first (the SASS from Triton's bundled
 nvdisasm; a loop is the body of a backward branch). ``--set KEY=VALUE`` overrides a
 constexpr (VALUE read as JSON, else kept as text: ``--set ROWS=8 --set POST=true``);
-``--warps`` and ``--stages`` the launch options.
+``--warps``, ``--stages`` and ``--maxnreg`` the launch options.
 
 What bench/NOTES.md's instruction counts came from (int4's 357 instructions a 64 x 128 step,
 sessions 28-34; MX 8-bit's 48 KB of shared memory, session 35), counted by scripts that each
@@ -188,6 +188,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--warps", type=int, default=None)
     ap.add_argument("--stages", type=int, default=None)
+    ap.add_argument("--maxnreg", type=int, default=None, help="NVIDIA: registers a thread")
     ap.add_argument("--loops", type=int, default=2, help="loops shown, largest first")
     args = ap.parse_args(argv)
     over = dict(kv.split("=", 1) for kv in args.set)
@@ -197,6 +198,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             constexprs={**spec.constexprs, **{k: _value(v) for k, v in over.items()}},
             warps=args.warps or spec.warps,
             stages=args.stages or spec.stages,
+            maxnreg=args.maxnreg or spec.maxnreg,
         )
         print(render(spec, look(spec, args.target, args.loops), _per_sm(spec)), flush=True)
 

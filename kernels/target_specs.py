@@ -25,6 +25,8 @@ class Spec:
     """A native block-scaled GEMM: needs BLOCK_SCALED's instruction (xfail elsewhere)."""
     max_shared: int | None = None
     """Shared memory (bytes) the kernel may use at most (a streaming kernel's budget)."""
+    maxnreg: int | None = None
+    """NVIDIA: registers a thread may use at most (the launch option; None: the compiler's)."""
 
 
 def split_tail(fused: bool = True) -> int:

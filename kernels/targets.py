@@ -139,6 +139,8 @@ def compile_spec(spec: Spec, target: str, asm: bool = False) -> dict[str, Any]:
         opts: dict[str, Any] = {"num_warps": spec.warps, "num_stages": spec.stages}
         if target.startswith("gfx"):
             opts.update(num_stages=2, waves_per_eu=0, matrix_instr_nonkdim=16)
+        elif spec.maxnreg is not None:
+            opts["maxnreg"] = spec.maxnreg
         c = triton.compile(src, target=_gpu_target(target), options=opts)
         text = c.asm.get("ptx") or c.asm.get("amdgcn") or ""
         mma = sorted({p for p in MMA_PATTERNS if p in text})

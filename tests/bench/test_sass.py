@@ -56,3 +56,15 @@ def test_a_decode_kernel_compiled_and_disassembled_here():
 def test_no_spec_matches_is_a_clear_exit():
     with pytest.raises(SystemExit, match="no spec on sm90 matches"):
         sass.pick("sm90", ["no-such-kernel"])
+
+
+def test_a_register_cap_reaches_the_compiler():
+    """``maxnreg`` (the launch option, NVIDIA): int4's 8-row decode at 112 registers a
+    thread fits 9 programs an SM without spills (128 uncapped: 8)."""
+    pytest.importorskip("triton")
+    import dataclasses
+
+    (spec,) = sass.pick("sm90", ["int4wo.decode_mma_tiled_m8"])
+    res = sass.look(dataclasses.replace(spec, maxnreg=112), "sm90", n_loops=1)
+    assert res["ok"] and res["regs"] <= 112 and res["spills"] == 0
+    assert res["fit"]["programs"] == 9
