@@ -37,6 +37,11 @@ def _inputs(cell: Linear, device: torch.device, copies: int) -> list[torch.Tenso
     return [torch.randn(s.m, s.k, device=device, dtype=cell.dtype) for _ in range(copies)]
 
 
+def _dense(w: torch.Tensor, copies: int) -> list[torch.Tensor]:
+    """``copies`` of a bf16 (fp16, fp32) weight: the dense side of a rotation."""
+    return [w] + [w.clone() for _ in range(copies - 1)]
+
+
 def _aoq_weight(cell: Linear, device: torch.device) -> torch.Tensor:
     layer = nn.Linear(cell.shape.k, cell.shape.n, bias=False, device=device, dtype=cell.dtype)
     with torch.no_grad():
@@ -80,8 +85,7 @@ def test_baseline(baseline: Linear, bench: BenchSession, timer: Timer) -> None:
         pytest.skip(reason)
     w = _weight(baseline, bench.device)
     n = _copies(timer, baseline, w, bench.device)
-    ws = [w] + [w.clone() for _ in range(n - 1)]
-    timed = timer.time(bl.linear_rotation(ws, _inputs(baseline, bench.device, n)))
+    timed = timer.time(bl.linear_rotation(_dense(w, n), _inputs(baseline, bench.device, n)))
     bench.baselines[baseline.group] = timed
     floor = _floor(bench, baseline, bl.dense_bytes(baseline))
     bench.notes[baseline.id] = note(bl.rates(timed), floor=floor)
@@ -95,7 +99,7 @@ def _bf16_rows(
     paired: dict[str, Timed | Exception] | None = None,
 ) -> list[Record]:
     """The cell's bf16 side: its (dtype, shape)'s baseline samples, measured once, or the
-    samples ``paired`` with the cell's own (:func:`_paired`)."""
+    samples ``paired`` with the cell's own (on a GPU: :func:`test_aoq`)."""
     base: Any = paired or bench.baselines.get(
         cell.group, "the bf16 baseline of this shape was not selected"
     )
@@ -180,20 +184,13 @@ def _best_peer(bench: BenchSession, cell: Linear) -> dict[str, tuple[str, float]
     return best
 
 
-def _paired(timer: Timer) -> bool:
-    """On a GPU every cell's passes take turns with bf16 F.linear's over the same inputs
-    (timing.device_times), and its ratio is against those bf16 samples, not against the
-    shape's baseline timed earlier. Compute bound, at its power limit, a GPU's SM clock moves
-    by several per cent within a row (run bd72d9: int8wo at 4096 x 8192 x 8192 sampled 759-817
-    µs, bf16's row minutes earlier 687-773); and the first row an `--only` run times after
-    the ceilings has read 6-17 % slow (bf16 at 14336 x 4096 M16: 52.2 µs in run 751e7f, 46.2 in
-    65c38f; 8192^2 M1: 57 against 49 in four runs), which inflated every ratio against it."""
-    return timer.gpu
-
-
 def test_aoq(cell: Linear, bench: BenchSession, timer: Timer) -> None:
-    """aoq's quantized linear through its dispatch (the kernel it picks, traced); on a GPU
-    in turns with bf16 F.linear (:func:`_paired`)."""
+    """aoq's quantized linear through its dispatch (the kernel it picks, traced). On a GPU
+    its passes take turns with bf16 F.linear's over the same inputs (timing.device_times),
+    and its ratio is against those bf16 samples, not the shape's baseline timed earlier: at
+    its power limit a GPU's SM clock moves by several per cent within a row (run bd72d9:
+    int8wo at 4096 x 8192 x 8192 sampled 759-817 µs, bf16's row minutes earlier 687-773), and
+    an `--only` run's first row after the ceilings read 6-17 % slow (751e7f, c39c2b)."""
     modes = timer.modes
     if reason := bench.over_budget():
         bench.write(_bf16_rows(bench, cell, modes))
@@ -207,9 +204,8 @@ def test_aoq(cell: Linear, bench: BenchSession, timer: Timer) -> None:
     ran = trace.records[0]
     rot = bl.linear_rotation(ws, xs)
     paired: dict[str, Timed | Exception] | None = None
-    if _paired(timer):
-        w = _weight(cell, bench.device)
-        dense = bl.linear_rotation([w] + [w.clone() for _ in range(n - 1)], xs)
+    if timer.gpu:
+        dense = bl.linear_rotation(_dense(_weight(cell, bench.device), n), xs)
         timed, paired = timer.time_pair(rot, dense)
     else:
         timed = timer.time(rot)
