@@ -59,13 +59,7 @@ from bench.decode_rows_weights import weight_bytes, weight_case
 from bench.decode_sweep import graph_us
 
 VARIANTS: dict[str, list[dict[str, Any]]] = {
-    "int4": [
-        {"ROWS": 16},
-        {"ROWS": 8, "per_sm": 8},
-        {"maxnreg": 112, "per_sm": 9},
-        {"maxnreg": 96, "per_sm": 10},
-        {"ROWS": 16, "maxnreg": 144, "per_sm": 7},
-    ],
+    "int4": [{"ROWS": 16}, {"ROWS": 8, "per_sm": 8}, {"SK": False}, {"SK": 792}],
     "int8": [{"ROWS": 16}, {"ROWS": 8, "num_stages": 4}],
     "fp8": [{"ROWS": 16}, {"ROWS": 8, "BLOCK_N": 64, "STEP_K": 128}],
     "w4a8": [{"ROWS": 16}, {"IMMA": False}, {"ROWS": 16, "IMMA": False}, {"per_sm": 14}],
@@ -92,15 +86,21 @@ every format but MX fp8; per_sm: programs an SM the split aims for). The MX 8-bi
 TILE's per_sm since session 36 (per_sm 8 the variant it beat); mxint8's ``GENERIC`` is
 mx_decode's own tile, which served MX int8 before, and ``XMX`` decode_mma's integer MMA
 against x's MX int8 codes (2 stages at 8 rows: decode_mma.XMX_STAGES8; timed in session 37,
-no faster than the TILE: bench/NOTES.md). int4's ``maxnreg`` variants (session 37, not yet
-timed: `python -m bench.sass 'int4wo.decode_mma_tiled*' --maxnreg N`) cap the registers so
-that more programs fit an SM: 8 rows at 112 fit 9 without spills, at 96 10 with 16 bytes
-spilled; 16 rows at 144 fit 7 with 8 bytes spilled."""
+no faster than the TILE: bench/NOTES.md). int4's register caps (``maxnreg``, more programs
+an SM) were timed in session 38 and lost everywhere (bench/NOTES.md); ``SK`` False is
+split-K where the TILE takes stream-K, an int forces that many stream-K programs."""
 
 SHAPES = ((8192, 8192), (4096, 14336), (14336, 4096))  # K x N
 EXACT_KEYS = {"ROWS", "PDL", "CHAIN", "AHEAD", "XQ", "XQ_BLOCK_N", "XQ_num_warps", "ALIGNED"}
 """Variants whose keys are all here must give the TILE's bits (only the padding, the launch,
 or the GEMV's rows a program changed); others (a split or a step) agree to 1e-2."""
+
+
+def _shapes(spec: str | None) -> tuple[tuple[int, int], ...]:
+    """``--shapes``' K x N pairs, or the goal shapes."""
+    if not spec:
+        return SHAPES
+    return tuple((int(k), int(n)) for k, n in (s.lower().split("x") for s in spec.split(",")))
 
 
 @triton.jit
@@ -328,11 +328,12 @@ def main() -> None:
     ap.add_argument("--out", default=None)
     ap.add_argument("--extra", default="{}", help='more variants, JSON: {"int4": [{...}]}')
     ap.add_argument("--no-defaults", action="store_true", help="only --extra's variants")
+    ap.add_argument("--shapes", default=None, help="K x N pairs, e.g. 8192x28672,4096x4096")
     args = ap.parse_args()
     extra = json.loads(args.extra)
     rows: list[dict[str, Any]] = []
     for (k, n), m, fmt in itertools.product(
-        SHAPES, [int(v) for v in args.ms.split(",")], args.formats.split(",")
+        _shapes(args.shapes), [int(v) for v in args.ms.split(",")], args.formats.split(",")
     ):
         copies = 8
         wf, ws, groups = weight_case(fmt, n, k, copies)

@@ -38,7 +38,7 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
-from aoq.kernels import splitk
+from aoq.kernels import decode_mma_sk, splitk
 from aoq.kernels._common import (
     INTERPRET,
     WeightFormat,
@@ -278,6 +278,17 @@ def decode_mma(
     bk = splitk.k_step(k, FP6_STEP if wfmt in FP6_FORMATS else gs, want)
     cfg["PREF"] = cfg.get("PREF", False) and bk // gs in (1, 2, 4)
     n_prog = triton.cdiv(n, bn)
+    sk = cfg.pop("SK", False)  # stream-K (decode_mma_sk.py): int4, a split not forced
+    if sk and wfmt is WeightFormat.UINT4 and split is None and zero is not None:
+        cuda = backend is Backend.CUDA
+        index = y.device.index if y.device.index is not None else -1
+        if cuda and index < 0:
+            index = torch.cuda.current_device()
+        programs = decode_mma_sk.wave_programs(sk, cuda, index, n_prog, k, bk, per_sm, exact)
+        if programs:
+            decode_mma_sk.decode_mma_sk(x, qdata, scale, zero, bias, y, programs, cfg, gs, bn,
+                                        bk, asm, pdl)  # fmt: skip
+            return
     p = splitk.plan(y, backend, n_prog, k, bk, split, per_sm=per_sm, exact=exact)
     xq = x_scale is not None
     cfg["XMX"] = x_block_scale is not None

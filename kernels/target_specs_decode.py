@@ -67,6 +67,29 @@ def decode_mma(
                 fp8=wfmt == 2)  # fmt: skip
 
 
+def decode_mma_sk(name: str, target: str, rows: int = 16, fp16: bool = False) -> Spec:
+    """kernels/decode_mma_sk.py: int4 on stream-K, as decode_mma's TILE serves it on CUDA
+    (codes in tile order, zero points as words, TILED_TILE's loop), chained to its
+    reduction kernel where the target has PDL."""
+    from aoq.kernels._common import WeightFormat
+    from aoq.kernels.decode_mma import TILE, TILED_TILE, ptx_codes
+
+    xf = "*fp16" if fp16 else "*bf16"
+    sig = {"x_ptr": xf, "w_ptr": "*u8", "s_ptr": "*fp32", "z_ptr": "*i32", "p_ptr": "*fp32"}
+    sig.update({n: "i32" for n in ("M", "N", "K", "stride_sn", "stride_sg", "stride_xm",
+                                   "stride_wn", "P")})  # fmt: skip
+    tile = TILE[WeightFormat.UINT4]
+    asm = target.startswith("sm") and ptx_codes(WeightFormat.UINT4, fp16, target != "sm80")
+    ce = dict(
+        WFMT=1, GROUP_SIZE=128, GROUPS=1, PARTS=5, BLOCK_N=tile["BLOCK_N"], BLOCK_K=128,
+        ASM=asm, UPCAST=False, WT=tile["WT"], PREF=TILED_TILE["PREF"], ROWS=rows,
+        LOOP_STAGES=TILED_TILE["LOOP_STAGES"], ZW=True, TILED=True,
+        TRIGGER=target in PDL_TARGETS,
+    )  # fmt: skip
+    return Spec(name, "decode_mma_sk", "_decode_mma_sk_kernel", sig, ce,
+                warps=tile["num_warps"])  # fmt: skip
+
+
 def _xmx_m8(target: str) -> Spec:
     """MX int8 x MX int8 (XMX) with x padded to 8 rows, at its depth (decode_mma.XMX_STAGES8)."""
     from aoq.kernels.decode_mma import XMX_STAGES8
@@ -89,6 +112,9 @@ def decode_mma_specs(target: str) -> list[Spec]:
         decode_mma("int4wo.decode_mma", 1, 128, 128, target),
         # codes in tile_uint4's order, zero points as pack_zero_words (decode_mma.TILED_TILE)
         decode_mma("int4wo.decode_mma_tiled", 1, 128, 128, target, tiled=True),
+        # ... on stream-K where split-K leaves the wave emptier (decode_mma_sk.py)
+        decode_mma_sk("int4wo.decode_mma_sk", target),
+        decode_mma_sk("int4wo.decode_mma_sk_fp16", target, fp16=True),
         decode_mma("int8wo.decode_mma", 0, 16, 256, target),
         decode_mma("w4a8.decode_mma", 3, 32, 64, target),
         # symmetric int8 x: the integer MMA (sm: mma.sync s8, gfx: v_mfma_i32 i8)
@@ -141,6 +167,7 @@ def decode_mma_specs(target: str) -> list[Spec]:
             ]
             + [decode_mma("w4a8.decode_mma_imma_m8", 3, 32, 64, target, 8, XZ=False, IMMA=True)]
             + [decode_mma("int4wo.decode_mma_tiled_m8", 1, 128, 128, target, 8, tiled=True)]
+            + [decode_mma_sk("int4wo.decode_mma_sk_m8", target, 8)]
             + [decode_mma("mxwo_fp6_e3m2.decode_mma_m8", 6, 32, 128, target, 8)]
             + [decode_mma("mx_int8.decode_mma_m8", 10, 32, 128, target, 8)]
             + [_xmx_m8(target)]
