@@ -10,10 +10,10 @@ beside the time a plain read of the weight's bytes takes (``read``: a grid-strid
 the floor of any kernel that reads them once), and writes every row to ``--out``. ``--extra``
 adds variants (JSON, per format; beside TILE's keys, int4 takes ``ZW``: the zero points as
 32-bit words, and ``TILED``: the codes in tile order, with ZW unless ``"ZW": false``, as
-Int4Tensor ships them; ``TILE_B`` / ``TILE_R`` with it: other tiles, e.g. W4A8's one group a
-tile; int8 and fp8 take ``TILED`` too, a probe, with TILE_B at least their STEP_K, e.g.
-``{"TILED": true, "TILE_B": 256, "TILE_R": 32}`` for their 32 x 256 TILE), ``--no-defaults``
-drops the ones below.
+Int4Tensor ships them: int4's default, ``"TILED": false`` times row-major codes; ``TILE_B`` /
+``TILE_R`` with it: other tiles, e.g. W4A8's one group a tile; int8 and fp8 take ``TILED``
+too, a probe, with TILE_B at least their STEP_K, e.g. ``{"TILED": true, "TILE_B": 256,
+"TILE_R": 32}`` for their 32 x 256 TILE), ``--no-defaults`` drops the ones below.
 int8 and fp8 also take ``GEMV`` (weight_only.tile_decode, its M = 1 register-tile GEMV, with
 its tile keys BLOCK_N, BLOCK_K, num_warps, num_stages, per_sm and the kernel's probe keys
 EVICT, UNROLL, EVEN), ``STATIC`` (kernels/gemv_static.py: a GEMV with K compiled in, served
@@ -59,7 +59,7 @@ from bench.decode_rows_weights import weight_bytes, weight_case
 from bench.decode_sweep import graph_us
 
 VARIANTS: dict[str, list[dict[str, Any]]] = {
-    "int4": [{"ROWS": 16}, {"ROWS": 8, "per_sm": 8}, {"SK": False}, {"SK": 792}],
+    "int4": [{"ROWS": 16}, {"ROWS": 8, "per_sm": 8}, {"SK": False}, {"TILED": False}],
     "int8": [{"ROWS": 16}, {"ROWS": 8, "num_stages": 4}],
     "fp8": [{"ROWS": 16}, {"ROWS": 8, "BLOCK_N": 64, "STEP_K": 128}],
     "w4a8": [{"ROWS": 16}, {"IMMA": False}, {"ROWS": 16, "IMMA": False}, {"per_sm": 14}],
@@ -299,7 +299,10 @@ def _runner_of(wf: Any, groups: int, x: torch.Tensor, t: tuple, tile: dict, fmt:
     xq, xs = x, None
     from aoq.formats.packing import pack_zero_words, tile_uint4
 
-    tiled = tile.pop("TILED", False)  # the codes in tile order (Int4Tensor's "tiled")
+    # the codes in tile order, as Int4Tensor ships int4 weights on CUDA (its "tiled"): int4's
+    # default here since session 38, whose first timings ran row-major codes unawares;
+    # {"TILED": False} times row-major int4 codes
+    tiled = tile.pop("TILED", wf is W.UINT4)
     # the zero points as 32-bit words of four groups: with tiled codes by default, as
     # Int4Tensor ships them (its zero_gw); row-major codes take them on request
     if tile.pop("ZW", tiled) and t[2] is not None:

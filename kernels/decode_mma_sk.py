@@ -38,13 +38,13 @@ from aoq.backends import Backend
 
 MIN_FILL = 0.7
 """Stream-K serves a launch whose split-K would fill less than this share of the wave. H100,
-int4 decode alone (``python -m bench.decode_rows --formats int4 --shapes ...``, session 38),
-split-K against stream-K, µs: 8192 x 28672 (57 % filled) 74.6-75.1 against 66.1-66.7 at M 1
-and 78.7-79.0 against 72.5-72.9 at M 16; 4096 x 14336 (85 %) and 4096 x 11008 (87 %) within
-0.2 either way at M 1, but 19.2-19.7 against 20.7-21.3 and 15.5-15.6 against 17.8 at M 16
-(the partials, up to five slots of [16, N] float32 written and read again, cost more than
-the fuller wave gains). End to end (bench 264c57, stream-K from 85 % at M 1), int4 at 4096 x
-14336 M 1 took 15.9 µs against 15.2 in cf62f7. So the line is drawn between 57 and 85 %."""
+int4 decode alone on tiled codes (``python -m bench.decode_rows --formats int4 --shapes ...``,
+session 38), split-K against stream-K, µs: 8192 x 28672 (57 % filled) 50.3-50.9 against
+48.9-49.0 at M 1 and 55.8-56.5 against 55.2 at M 16 (on row-major codes 75 against 67 and
+79.5 against 73); 4096 x 14336 (85 %) and 4096 x 11008 (87 %) within 0.1 either way (row-major
+codes at M 16: 19.2-19.7 against 20.7-21.3 and 15.5 against 17.8, the partials' cost). End to
+end (bench 264c57, stream-K from 85 % at M 1) int4 at 4096 x 14336 M 1 took 15.9 µs against
+15.2 in cf62f7. So the line is drawn between 57 and 85 %."""
 
 
 @triton.jit

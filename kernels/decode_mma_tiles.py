@@ -42,10 +42,10 @@ split up to one full wave, not only powers of two), orientation (WT), scale pref
   wave (6 at 8192^2, 3 at 4096 x 14336, 12 at 14336 x 4096) against the power of two
   below 7 (4, 4, 8): 19.3 / 18.7 / 18.0 us against 21.0 / 19.7 / 18.7 at M 1 (session 16).
 - SK (UINT4): stream-K (decode_mma_sk.py) where split-K fills under decode_mma_sk.MIN_FILL
-  of the wave (8192 x 28672 on an H100: 448 column tiles, split 1, 57 %): M 1 74.6-75.1 ->
-  66.1-66.7 us, M 16 78.7-79.0 -> 72.5-72.9 (session 38). Not where split-K fills 85 % or more
-  (every goal shape): there it gained nothing at M 1 and lost at M 16. A forced split (tests,
-  probes) keeps split-K; an int SK forces that many programs (probes, tests).
+  of the wave (8192 x 28672 on an H100: 448 column tiles, split 1, 57 %): tiled codes M 1
+  50.3-50.9 -> 48.9-49.0 us, M 16 55.8-56.5 -> 55.2 (session 38). Not where split-K fills 85 %
+  or more (every goal shape): there it gained nothing at M 1 and lost at M 16. A forced split
+  (tests, probes) keeps split-K; an int SK forces that many programs (probes, tests).
 - INT4_SYM (W4A8, 2 <= M <= 16, groups of 32): two groups a step from group-major scales,
   23.3-25.2 us against 35.3-38.2 (session 9's 128 x 128, 4 warps); row-major scales
   34.1-36.7; other tiles slower. With the codes in tiles of 64 (or 16) rows x one group
