@@ -43,7 +43,8 @@ split up to one full wave, not only powers of two), orientation (WT), scale pref
   below 7 (4, 4, 8): 19.3 / 18.7 / 18.0 us against 21.0 / 19.7 / 18.7 at M 1 (session 16).
 - SK (UINT4): stream-K (decode_mma_sk.py) where split-K fills under decode_mma_sk.MIN_FILL
   of the wave (8192 x 28672 on an H100: 448 column tiles, split 1, 57 %): tiled codes M 1
-  50.3-50.9 -> 48.9-49.0 us, M 16 55.8-56.5 -> 55.2 (session 38). Not where split-K fills 85 %
+  50.3-50.9 -> 48.9-49.0 us, M 16 55.8-56.5 -> 55.2; on an H200 46.5-47.0 -> 41.6-42.7 and
+  54.7-54.8 -> 52.5-53.5 (session 38). Not where split-K fills 85 %
   or more (every goal shape): there it gained nothing at M 1 and lost at M 16. A forced split
   (tests, probes) keeps split-K; an int SK forces that many programs (probes, tests).
 - INT4_SYM (W4A8, 2 <= M <= 16, groups of 32): two groups a step from group-major scales,
