@@ -3,13 +3,14 @@ work equally, a program's range crossing at most one column tile's end.
 
 Why: split-K gives every program of a launch the same K range of one column tile, so the
 programs a wave holds (``per_sm`` x SMs) are filled only where the column tiles times a
-split land near that count. int4 at K 4096, N 14336 has 224 column tiles of 32 steps: split
-3 fills 672 of an H100's 792 slots (85 %, 11 steps a program; split 4 would need a second
-wave), where 8192^2 fills 768 (97 %) and 14336 x 4096 768. Per weight byte that shape ran
-6-7 % slower than 8192^2 at M 1 and 16 (bench/NOTES.md, session 38). Here the T = tiles x
-steps steps are cut into P = slots contiguous ranges of T / P steps (9.05 there): program p
-takes steps [p T / P, (p + 1) T / P) of the tiles laid end to end, so it sums a part of one
-tile or the end of one and the start of the next, and stores each part's float32 partial.
+split land near that count. int4 at K 8192, N 28672 (a 70B-class MLP) has 448 column tiles of
+64 steps: split 1 fills 448 of an H100's or H200's 792 slots (57 %; split 2 would need a
+second wave). Here the T = tiles x steps steps are cut into P = slots contiguous ranges of
+T / P steps (36.2 there): program p takes steps [p T / P, (p + 1) T / P) of the tiles laid
+end to end, so it sums a part of one tile or the end of one and the start of the next, and
+stores each part's float32 partial. Timed (bench/NOTES.md, session 38): 3 % faster at M 1 on
+an H100, 10 % on an H200; where split-K already fills 85 % or more (every goal shape) it
+gained nothing, and at M 16 its extra partials cost more (:data:`MIN_FILL`).
 
 Partials: tile t's parts are the programs p_first(t) .. p_last(t) in order, part j of them
 stored at slot j of a [PARTS, M, N] buffer (PARTS: the most parts any tile has), so that
@@ -44,7 +45,8 @@ session 38), split-K against stream-K, µs: 8192 x 28672 (57 % filled) 50.3-50.9
 79.5 against 73); 4096 x 14336 (85 %) and 4096 x 11008 (87 %) within 0.1 either way (row-major
 codes at M 16: 19.2-19.7 against 20.7-21.3 and 15.5 against 17.8, the partials' cost). End to
 end (bench 264c57, stream-K from 85 % at M 1) int4 at 4096 x 14336 M 1 took 15.9 µs against
-15.2 in cf62f7. So the line is drawn between 57 and 85 %."""
+15.2 in cf62f7. H200: 8192 x 28672 46.5-47.0 against 41.6-42.7 at M 1, 54.7-54.8 against
+52.5-53.5 at M 16. So the line is drawn between 57 and 85 %."""
 
 
 @triton.jit
@@ -105,7 +107,7 @@ def _decode_mma_sk_kernel(
             )  # fmt: skip
             if WT:
                 acc = tl.trans(acc_t)
-            j = pid - _first_part(t, S, P, T)
+            j = (pid - _first_part(t, S, P, T)).to(tl.int64)
             rows = offs_m.to(tl.int64)[:, None] * N + offs_n[None, :]
             keep = mmask[:, None] & nmask[None, :]
             tl.store(p_ptr + j * M * N + rows, acc, mask=keep)
