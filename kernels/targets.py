@@ -20,10 +20,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import queue
 import re
 import subprocess
 import sys
+import tempfile
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from aoq.kernels.target_specs import Spec, specs
@@ -169,20 +174,52 @@ def _worker(target: str, skip: int) -> None:
         print(json.dumps(row), flush=True)
 
 
+def _run_worker(cmd: list[str], timeout: float) -> tuple[list[str], str, int]:
+    """Run a worker; its stdout lines as they come, its stderr's last text and its exit
+    status. ``timeout`` bounds the wait for each line (each kernel prints one when it starts
+    and one when it is done), not the whole worker: a target's many kernels may together
+    take longer than any one may. A worker silent that long is killed (rc -1)."""
+    lines: list[str] = []
+    q: queue.Queue[str | None] = queue.Queue()
+    with tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True)
+        assert proc.stdout is not None
+        out = proc.stdout
+
+        def pump() -> None:
+            for line in out:
+                q.put(line)
+            q.put(None)
+
+        threading.Thread(target=pump, daemon=True).start()
+        timed_out = False
+        while True:
+            try:
+                line = q.get(timeout=timeout)
+            except queue.Empty:
+                proc.kill()
+                timed_out = True
+                break
+            if line is None:
+                break
+            lines.append(line)
+        rc = proc.wait()
+        err.seek(0)
+        tail = "timed out" if timed_out else err.read()[-2000:]
+    return lines, tail, -1 if timed_out else rc
+
+
 def compile_target(target: str, timeout: float = 600) -> list[dict[str, Any]]:
-    """Results of every spec on ``target``, each compiled in a worker subprocess."""
+    """Results of every spec on ``target``, each compiled in a worker subprocess (``timeout``:
+    seconds one kernel may take)."""
     n = len(specs(target))
     rows: dict[int, dict[str, Any]] = {}
     skip = 0
     while skip < n:
         cmd = [sys.executable, "-m", "aoq.kernels.targets", "--worker", target, "--skip", str(skip)]
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-            out, err, rc = proc.stdout, proc.stderr, proc.returncode
-        except subprocess.TimeoutExpired as e:
-            out, err, rc = (e.stdout or b"").decode(), "timed out", -1
+        out, err, rc = _run_worker(cmd, timeout)
         started = skip
-        for line in out.splitlines():
+        for line in out:
             if line.startswith("{"):
                 msg = json.loads(line)
                 if "start" in msg:
@@ -229,6 +266,16 @@ def _status(spec: Spec, target: str, row: dict[str, Any]) -> tuple[str, str | No
     return "pass", None
 
 
+def _timed_target(target: str) -> list[dict[str, Any]]:
+    """compile_target with a line of progress when it ends (a full run takes minutes)."""
+    t0 = time.time()
+    rows = compile_target(target)
+    bad = sum(not r["ok"] for r in rows)
+    print(f"{target}: {len(rows)} kernels in {time.time() - t0:.0f} s, {bad} not compiled",
+          file=sys.stderr, flush=True)  # fmt: skip
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--targets", default=",".join(TARGETS))
@@ -248,8 +295,13 @@ def main(argv: list[str] | None = None) -> int:
     writer = JsonlWriter(run, args.out) if args.out else None
     table: dict[str, dict[str, str]] = {}
     bad = 0
+    # targets side by side, each in its own worker process (AOQ_COMPILE_JOBS: how many)
+    jobs = int(os.environ.get("AOQ_COMPILE_JOBS", os.cpu_count() or 1))
+    with ThreadPoolExecutor(max(1, min(jobs, len(targets)))) as pool:
+        results = pool.map(_timed_target, targets)
+        done = dict(zip(targets, results, strict=True))
     for target in targets:
-        for spec, row in zip(specs(target), compile_target(target), strict=True):
+        for spec, row in zip(specs(target), done[target], strict=True):
             status, reason = _status(spec, target, row)
             bad += status in ("fail", "crash")
             metrics = {k: row.get(k) for k in ("mma", "spills", "regs", "shared", "seconds")}

@@ -1,5 +1,6 @@
 """Ahead-of-time compilation (no GPU needed): a subset of targets in CI, one NVIDIA and one
-AMD (the full set: ``python -m aoq.kernels.targets``, about a minute on 2 cores)."""
+AMD (the full set: ``python -m aoq.kernels.targets``, its targets side by side, minutes on 2 cores
+with a cold Triton cache)."""
 
 import re
 
@@ -72,3 +73,16 @@ def test_chained_split_kernels_trigger_and_the_reduction_waits():
         assert triggers == name.endswith("_chained"), name
         assert waits == (name == "splitk.reduce_pdl" or "_pdl_" in name), name
     assert not [s for s in targets.specs("gfx942") if s.name.endswith("_chained")]
+
+
+def test_a_worker_may_take_long_but_no_kernel_may():
+    """The timeout bounds each kernel's wait (a line), not the worker: three lines 2 s apart
+    pass a 5 s timeout; a worker silent past it is killed and reported (rc -1)."""
+    import sys
+
+    slow = "import time\nfor i in range(3):\n    print(i, flush=True)\n    time.sleep(2)\n"
+    lines, _, rc = targets._run_worker([sys.executable, "-c", slow], timeout=5.0)
+    assert rc == 0 and [ln.strip() for ln in lines] == ["0", "1", "2"]
+    hang = "import time\nprint('{\"start\": 0}', flush=True)\ntime.sleep(30)\n"
+    lines, err, rc = targets._run_worker([sys.executable, "-c", hang], timeout=5.0)
+    assert rc == -1 and err == "timed out" and lines == ['{"start": 0}\n']
