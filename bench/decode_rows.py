@@ -96,8 +96,8 @@ EXACT_KEYS = {"ROWS", "PDL", "CHAIN", "AHEAD", "XQ", "XQ_BLOCK_N", "XQ_num_warps
 or the GEMV's rows a program changed); others (a split or a step) agree to 1e-2."""
 
 
-def _shapes(spec: str | None) -> tuple[tuple[int, int], ...]:
-    """``--shapes``' K x N pairs, or the goal shapes."""
+def parse_shapes(spec: str | None) -> tuple[tuple[int, int], ...]:
+    """``--shapes``' K x N pairs ("8192x28672,4096x4096"), or the goal shapes."""
     if not spec:
         return SHAPES
     return tuple((int(k), int(n)) for k, n in (s.lower().split("x") for s in spec.split(",")))
@@ -336,7 +336,7 @@ def main() -> None:
     extra = json.loads(args.extra)
     rows: list[dict[str, Any]] = []
     for (k, n), m, fmt in itertools.product(
-        _shapes(args.shapes), [int(v) for v in args.ms.split(",")], args.formats.split(",")
+        parse_shapes(args.shapes), [int(v) for v in args.ms.split(",")], args.formats.split(",")
     ):
         copies = 8
         wf, ws, groups = weight_case(fmt, n, k, copies)

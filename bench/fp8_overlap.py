@@ -23,6 +23,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from bench.decode_rows import parse_shapes
 from bench.decode_sweep import graph_us
 
 
@@ -107,13 +108,12 @@ def _shape(k: int, n: int, m: int, side: torch.cuda.Stream) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--shapes", default="8192x8192,4096x14336,14336x4096", help="K x N pairs")
+    ap.add_argument("--shapes", default=None, help="K x N pairs (default: the goal shapes)")
     ap.add_argument("--m", type=int, default=4096)
     args = ap.parse_args()
     torch.manual_seed(0)
     side = torch.cuda.Stream()
-    for spec in args.shapes.split(","):
-        k, n = (int(v) for v in spec.lower().split("x"))
+    for k, n in parse_shapes(args.shapes):
         print(_shape(k, n, args.m, side), flush=True)
 
 

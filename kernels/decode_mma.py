@@ -280,11 +280,7 @@ def decode_mma(
     n_prog = triton.cdiv(n, bn)
     sk = cfg.pop("SK", False)  # stream-K (decode_mma_sk.py): int4, a split not forced
     if sk and wfmt is WeightFormat.UINT4 and split is None and zero is not None:
-        cuda = backend is Backend.CUDA
-        index = y.device.index if y.device.index is not None else -1
-        if cuda and index < 0:
-            index = torch.cuda.current_device()
-        programs = decode_mma_sk.wave_programs(sk, cuda, index, n_prog, k, bk, per_sm, exact)
+        programs = decode_mma_sk.wave_programs(sk, backend, y.device, n_prog, k, bk, per_sm, exact)
         if programs:
             decode_mma_sk.decode_mma_sk(x, qdata, scale, zero, bias, y, programs, cfg, gs, bn,
                                         bk, asm, pdl)  # fmt: skip

@@ -147,8 +147,8 @@ def programs(n_tiles: int, steps: int, split: int, slots: int, min_steps: int) -
 @functools.lru_cache(maxsize=1024)
 def wave_programs(
     sk: int | bool,
-    cuda: bool,
-    device_index: int,
+    backend: Backend,
+    device: torch.device,
     n_tiles: int,
     k: int,
     bk: int,
@@ -161,11 +161,11 @@ def wave_programs(
     decode_mma's host time per call."""
     if sk is not True:
         return int(sk) or None
-    if not cuda:
+    if backend is not Backend.CUDA:
         return None
-    split = splitk.split_k(Backend.CUDA, torch.device("cuda", device_index), n_tiles, k, bk,
-                           per_sm, exact=exact)  # fmt: skip
-    slots = per_sm * splitk.sm_count(device_index)
+    split = splitk.split_k(backend, device, n_tiles, k, bk, per_sm, exact=exact)
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    slots = per_sm * splitk.sm_count(index)
     min_steps = splitk.MIN_K_PER_SPLIT // bk
     return programs(n_tiles, k // bk, split, slots, min_steps)
 

@@ -5,20 +5,15 @@ on a GPU; the plain CPU unit run skips them and keeps the host-side rules' tests
 
 import pytest
 import torch
+from _mx_cases import DEV, NEEDS_KERNELS, OUT
 from aoq.kernels import decode_mma as dm
 from aoq.kernels import decode_mma_sk as sk
-from aoq.kernels._common import INTERPRET, WeightFormat
+from aoq.kernels._common import WeightFormat
 
+from aoq.backends import Backend
 from aoq.formats import affine
 from aoq.formats.packing import pack_uint4, pack_zero_words, tile_uint4
 from aoq.testing.metrics import max_rel_error
-
-GPU = torch.cuda.is_available() and not INTERPRET
-kernel = pytest.mark.skipif(
-    not (INTERPRET or GPU), reason="needs TRITON_INTERPRET=1 before import, or a GPU"
-)
-DEV = "cuda" if GPU else "cpu"
-OUT = torch.bfloat16 if GPU else torch.float32  # the interpreter's kernels store float32
 
 
 def _case(n: int, k: int, m: int, gs: int = 128):
@@ -38,7 +33,7 @@ def _y(x, q, s, z, groups, tile=None, split=None, bias=None, tiled=False) -> tor
     return y
 
 
-@kernel
+@NEEDS_KERNELS
 @pytest.mark.parametrize("programs", [4, 5, 7, 11, 24])
 @pytest.mark.parametrize("m", [1, 9])
 def test_stream_k_sums_every_step_once(programs, m, monkeypatch):
@@ -54,7 +49,7 @@ def test_stream_k_sums_every_step_once(programs, m, monkeypatch):
     assert max_rel_error(ref, got.float()) < 1e-2
 
 
-@kernel
+@NEEDS_KERNELS
 @pytest.mark.parametrize("gs", [64, 128])
 def test_layouts_and_rows_keep_the_bits(gs):
     """The partition depends on the shape and the programs only: codes in tile order with
@@ -68,7 +63,7 @@ def test_layouts_and_rows_keep_the_bits(gs):
     assert torch.equal(want, tiled) and torch.equal(rows16, rows8)
 
 
-@kernel
+@NEEDS_KERNELS
 def test_bias_and_a_cut_tile():
     """A bias, and a last column tile cut by N (160 = 2.5 tiles), reach the output."""
     n = 160
@@ -78,7 +73,7 @@ def test_bias_and_a_cut_tile():
     assert max_rel_error(ref + bias.float(), got.float()) < 1e-2
 
 
-@kernel
+@NEEDS_KERNELS
 def test_a_forced_split_is_not_stream_k():
     """A caller's split (tests, bench probes) keeps split-K: the SK tile key gives way."""
     x, q, s, z, groups, _ = _case(128, 1024, 2)
@@ -123,5 +118,6 @@ def test_stream_k_serves_only_an_emptier_wave():
     assert sk.programs(64, 112, 12, 792, 4) is None
     assert sk.programs(16, 8, 2, 792, 4) is None  # 32 programs: the split's own count
     assert sk.programs(2, 100, 1, 792, 4) == 50
-    assert sk.wave_programs(5, False, -1, 3, 1024, 128, 6, True) == 5  # forced: any backend
-    assert sk.wave_programs(True, False, -1, 448, 8192, 128, 6, True) is None  # not CUDA
+    cpu = torch.device("cpu")
+    assert sk.wave_programs(5, Backend.INTERPRET, cpu, 3, 1024, 128, 6, True) == 5  # forced
+    assert sk.wave_programs(True, Backend.INTERPRET, cpu, 448, 8192, 128, 6, True) is None
