@@ -9,8 +9,10 @@ padding changed, to 1e-2 where the split did. Prints µs and the speedup over bf
 beside the time a plain read of the weight's bytes takes (``read``: a grid-strided int32 sum,
 the floor of any kernel that reads them once), and writes every row to ``--out``. ``--extra``
 adds variants (JSON, per format; beside TILE's keys, int4 takes ``ZW``: the zero points as
-32-bit words, and ``TILED``: the codes in tile order, with ZW unless ``"ZW": false``, as
-Int4Tensor ships them: int4's default, ``"TILED": false`` times row-major codes; ``TILE_B`` /
+32-bit words, ``TILED``: the codes in tile order, with ZW unless ``"ZW": false``, as
+Int4Tensor ships them: int4's default, ``"TILED": false`` times row-major codes, and ``TMA``
+with tiled codes: each step's tile copied by the tensor-memory accelerator (a probe, sm90 on;
+``--tma-read`` adds the read floor through TMA beside ``read``); ``TILE_B`` /
 ``TILE_R`` with it: other tiles, e.g. W4A8's one group a tile; int8 and fp8 take ``TILED``
 too, a probe, with TILE_B at least their STEP_K, e.g. ``{"TILED": true, "TILE_B": 256,
 "TILE_R": 32}`` for their 32 x 256 TILE), ``--no-defaults`` drops the ones below.
@@ -51,12 +53,11 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-import triton
-import triton.language as tl
 
 from bench.decode_rows_mx import generic_mx_runner, xmx_runner
 from bench.decode_rows_weights import weight_bytes, weight_case
 from bench.decode_sweep import graph_us
+from bench.read_floor import read_tma_us, read_us
 
 VARIANTS: dict[str, list[dict[str, Any]]] = {
     "int4": [{"ROWS": 16}, {"ROWS": 8, "per_sm": 8}, {"SK": False}, {"TILED": False}],
@@ -91,7 +92,8 @@ an SM) were timed in session 38 and lost everywhere (bench/NOTES.md); ``SK`` Fal
 split-K where the TILE takes stream-K, an int forces that many stream-K programs."""
 
 SHAPES = ((8192, 8192), (4096, 14336), (14336, 4096))  # K x N
-EXACT_KEYS = {"ROWS", "PDL", "CHAIN", "AHEAD", "XQ", "XQ_BLOCK_N", "XQ_num_warps", "ALIGNED"}
+EXACT_KEYS = {"ROWS", "PDL", "CHAIN", "AHEAD", "XQ", "XQ_BLOCK_N", "XQ_num_warps", "ALIGNED",
+              "TMA"}  # fmt: skip
 """Variants whose keys are all here must give the TILE's bits (only the padding, the launch,
 or the GEMV's rows a program changed); others (a split or a step) agree to 1e-2."""
 
@@ -101,31 +103,6 @@ def parse_shapes(spec: str | None) -> tuple[tuple[int, int], ...]:
     if not spec:
         return SHAPES
     return tuple((int(k), int(n)) for k, n in (s.lower().split("x") for s in spec.split(",")))
-
-
-@triton.jit
-def _read_kernel(p, out, n, BLOCK: tl.constexpr):
-    """Sum ``n`` int32 words, grid-strided: reads only (the floor of a kernel that reads
-    the weight once)."""
-    start = tl.program_id(0) * BLOCK
-    offs = tl.arange(0, BLOCK)
-    acc = tl.zeros([BLOCK], tl.int32)
-    for off in range(start, n, tl.num_programs(0) * BLOCK):
-        acc += tl.load(p + off + offs, mask=off + offs < n, other=0)
-    tl.store(out + tl.program_id(0), tl.sum(acc))
-
-
-def read_us(nbytes: int, copies: int = 8) -> float:
-    """Graph-replay µs to read ``nbytes`` once (rotating ``copies`` buffers past L2)."""
-    n = -(-nbytes // 4)
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    bufs = [torch.ones(n, dtype=torch.int32, device="cuda") for _ in range(copies)]
-    out = torch.empty(sms * 8, dtype=torch.int32, device="cuda")
-
-    def call(b: torch.Tensor) -> Any:
-        return _read_kernel[(sms * 8,)](b, out, n, BLOCK=4096, num_warps=8)
-
-    return graph_us([functools.partial(call, b) for b in bufs])
 
 
 def _gemv_runner(x: torch.Tensor, t: tuple, tile: dict) -> Any:
@@ -332,6 +309,7 @@ def main() -> None:
     ap.add_argument("--extra", default="{}", help='more variants, JSON: {"int4": [{...}]}')
     ap.add_argument("--no-defaults", action="store_true", help="only --extra's variants")
     ap.add_argument("--shapes", default=None, help="K x N pairs, e.g. 8192x28672,4096x4096")
+    ap.add_argument("--tma-read", action="store_true", help="also the read floor through TMA")
     args = ap.parse_args()
     extra = json.loads(args.extra)
     rows: list[dict[str, Any]] = []
@@ -345,8 +323,11 @@ def main() -> None:
         bf16 = graph_us([lambda x=x, w=w: F.linear(x, w) for x, w in zip(xs, wb, strict=True)])
         del wb
         floor = read_us(weight_bytes(ws[0]))
+        tma_floor = read_tma_us(weight_bytes(ws[0])) if args.tma_read else None
         base = _runner(wf, groups, xs[0], ws[0], {}, fmt)().clone()
         line = f"K{k} N{n} M{m} {fmt:6s} bf16 {bf16:6.1f} read {floor:5.1f}"
+        if tma_floor is not None:
+            line += f" read_tma {tma_floor:5.1f}"
         tiles = [] if args.no_defaults else VARIANTS[fmt]
         for tile in [{}, *tiles, *extra.get(fmt, [])]:
             row: dict[str, Any] = {
@@ -357,6 +338,7 @@ def main() -> None:
                 "tile": tile,
                 "bf16_us": bf16,
                 "read_us": floor,
+                "read_tma_us": tma_floor,
             }
             try:
                 got = _runner(wf, groups, xs[0], ws[0], tile, fmt)()

@@ -35,6 +35,8 @@ asymmetric activations (at most 255 in magnitude), are exact in bf16.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import triton
 import triton.language as tl
@@ -62,6 +64,7 @@ from aoq.kernels.decode_mma_serves import (  # noqa: F401 (re-exported)
 from aoq.kernels.decode_mma_steps import _group_steps, _weights_mma
 from aoq.kernels.decode_mma_tiles import TILE, TILED_TILE, X_DTYPES  # noqa: F401 (re-exported)
 from triton.language.extra.cuda import gdc_wait
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 from aoq.backends import Backend
 
@@ -82,7 +85,7 @@ def _decode_mma_kernel(
     A_MAX_NORMAL: tl.constexpr = 0, A_IS_INT: tl.constexpr = 0, A_HW_FP8: tl.constexpr = 0,
     A_FP8_TY: tl.constexpr = None, A_EMAX: tl.constexpr = 0, A_MAX_FRAC: tl.constexpr = 0,
     A_RCEIL: tl.constexpr = 0, ZMMA: tl.constexpr = False, NVX: tl.constexpr = False,
-    POST: tl.constexpr = False, XMX: tl.constexpr = False,
+    POST: tl.constexpr = False, XMX: tl.constexpr = False, TMA: tl.constexpr = False,
 ):  # fmt: skip
     """Program (n, s): outputs [ROWS, BLOCK_N] (x padded to ROWS rows: 16, or 8 for M <= 8,
     the n of NVIDIA's m16n8k16) over K range s. int4 (WFMT 1: zero points from
@@ -109,7 +112,9 @@ def _decode_mma_kernel(
     and fp8 byte codes in such tiles too, a probe: each K step inside one tile).
     KINT (TILE's, int4): split s takes K steps s, s + SPLIT_K, ... instead of one range.
     XQDQ (MX fp6 at M = 1): x's row is MX quantize-dequantized here (decode_mma_fp6.py), the
-    A_* constants mx_decode.one_row_constexprs's."""
+    A_* constants mx_decode.one_row_constexprs's. TMA (a probe; int4, TILED): ``w_ptr`` is
+    a tensor descriptor over the tiled codes as rows of TILE_B bytes (decode_mma's ``TMA``),
+    so the pipeliner copies each step's tile with the Hopper tensor-memory accelerator."""
     splitk.trigger(TRIGGER)
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
@@ -136,11 +141,16 @@ def _decode_mma_kernel(
                          A_HW_FP8, A_FP8_TY, A_EMAX, A_MAX_FRAC, A_RCEIL)  # fmt: skip
     elif WFMT == 1 or WFMT >= 3:
         per_byte: tl.constexpr = 1 if WFMT == 5 or WFMT == 8 or WFMT == 10 else 2  # codes
-        wrows = (
-            w_ptr
-            + int4_rows(offs_n, stride_wn, K, TILED, TILE_B, TILE_R)[:, None]
-            + tl.arange(0, GROUP_SIZE // per_byte)[None, :]
-        )
+        if TMA:  # the descriptor's first row of this column tile's band
+            wrows = w_ptr
+            trow = pid_n * (K // 2 // TILE_B * TILE_R)
+        else:
+            wrows = (
+                w_ptr
+                + int4_rows(offs_n, stride_wn, K, TILED, TILE_B, TILE_R)[:, None]
+                + tl.arange(0, GROUP_SIZE // per_byte)[None, :]
+            )
+            trow = 0
         srow = offs_n.to(tl.int64) * stride_sn
         xsrows = xs_ptr + offs_m * (K // GROUP_SIZE)  # XMX: x's block scale bytes
         xz = tl.zeros((ROWS, 1), tl.int32)
@@ -154,12 +164,14 @@ def _decode_mma_kernel(
                 acc, acc_t, xrows, wrows, s_ptr, z_ptr, srow, nmask, mmask, xz, xsrows, k_lo, k_hi,
                 stride_sg, WFMT, GROUP_SIZE, GROUPS, XQ, XZ, BLOCK_K, ASM, UPCAST, WT, PREF, True,
                 IMMA, LOOP_STAGES, ZW, TILED, ALIGNED, TILE_B, TILE_R, KSTEP, ZMMA, NVX, POST, XMX,
+                TMA, trow,
             )  # fmt: skip
         else:
             acc, acc_t = _group_steps(
                 acc, acc_t, xrows, wrows, s_ptr, z_ptr, srow, nmask, mmask, xz, xsrows, k_lo, k_hi,
                 stride_sg, WFMT, GROUP_SIZE, GROUPS, XQ, XZ, BLOCK_K, ASM, UPCAST, WT, PREF, False,
                 IMMA, LOOP_STAGES, ZW, TILED, ALIGNED, TILE_B, TILE_R, KSTEP, ZMMA, NVX, POST, XMX,
+                TMA, trow,
             )  # fmt: skip
     else:
         if WFMT == 2:  # float8 codes read as their bytes (the conversion is ours)
@@ -204,6 +216,35 @@ def _asm(x: torch.Tensor, wfmt: WeightFormat, backend: Backend) -> bool:
         return False
     fp16 = x.dtype == torch.float16
     return ptx_codes(wfmt, fp16, fp16 and wfmt is WeightFormat.FP8 and fp8_cvt(x.device))
+
+
+def _tma_codes(
+    qdata: torch.Tensor,
+    cfg: dict,
+    wfmt: WeightFormat,
+    tiled: bool,
+    bn: int,
+    gs: int,
+    backend: Backend,
+) -> Any:
+    """``qdata``, or under the tile's ``TMA`` (a probe: int4 codes in tile order, a program's
+    BLOCK_N rows one band of tiles, CUDA or the interpreter) a tensor descriptor over them
+    as rows of TILE_B bytes whose block is one group of a tile's rows."""
+    if not cfg.get("TMA"):
+        return qdata
+    tb, tr = cfg.get("TILE_B", 64), cfg.get("TILE_R", 64)
+    if wfmt is not WeightFormat.UINT4 or not tiled or bn != tr or backend is Backend.ROCM:
+        raise ValueError("TMA: int4 codes in tile order, BLOCK_N one band (TILE_R), on CUDA")
+    if gs // 2 > tb or tb % (gs // 2) or not qdata.is_contiguous():
+        raise ValueError(f"TMA: a group ({gs // 2} bytes) within a {tb}-byte tile row")
+    flat = qdata.view(torch.uint8).reshape(-1, tb)
+    return TensorDescriptor(flat, list(flat.shape), [tb, 1], [tr, gs // 2])
+
+
+def _launch_through_triton(kernel: Any, grid: tuple, *args: Any, **consts: Any) -> None:
+    """``kernel[grid](...)``: for arguments that _launch's bound launches do not key (a
+    tensor descriptor)."""
+    kernel[grid](*args, **consts)
 
 
 def decode_mma(
@@ -278,7 +319,9 @@ def decode_mma(
     bk = splitk.k_step(k, FP6_STEP if wfmt in FP6_FORMATS else gs, want)
     cfg["PREF"] = cfg.get("PREF", False) and bk // gs in (1, 2, 4)
     n_prog = triton.cdiv(n, bn)
-    sk = cfg.pop("SK", False)  # stream-K (decode_mma_sk.py): int4, a split not forced
+    w_arg = _tma_codes(qdata, cfg, wfmt, tiled, bn, gs, backend)
+    # stream-K (decode_mma_sk.py): int4, a split not forced, the codes not a descriptor
+    sk = cfg.pop("SK", False) and not cfg.get("TMA")
     if sk and wfmt is WeightFormat.UINT4 and split is None and zero is not None:
         programs = decode_mma_sk.wave_programs(sk, backend, y.device, n_prog, k, bk, per_sm, exact)
         if programs:
@@ -308,8 +351,9 @@ def decode_mma(
         cfg["BIG"] = BIG_MODE[zero.numel()]
         zero = zero if cfg["BIG"] == 2 else None  # (an empty tensor may have no address)
     epi = dict(col_scale=scale if per_channel else None, row_scale=x_scale, bias=bias)
-    launch(_decode_mma_kernel, (n_prog, p.split),
-        x, qdata, scale, zero if zero is not None else scale,
+    run = launch if w_arg is qdata else _launch_through_triton
+    run(_decode_mma_kernel, (n_prog, p.split),
+        x, w_arg, scale, zero if zero is not None else scale,
         x_scale if xq else (x_block_scale if cfg["XMX"] else scale),
         x_zero if x_zero is not None else scale,
         bias if bias is not None else scale, y, p.partials,

@@ -240,14 +240,16 @@ def _group_steps(
     LOOP_STAGES: tl.constexpr = 0, ZW: tl.constexpr = False, TILED: tl.constexpr = False,
     ALIGNED: tl.constexpr = False, TILE_B: tl.constexpr = 64, TILE_R: tl.constexpr = 64,
     KSTEP: tl.constexpr = 0, ZMMA: tl.constexpr = False, NVX: tl.constexpr = False,
-    POST: tl.constexpr = False, XMX: tl.constexpr = False,
+    POST: tl.constexpr = False, XMX: tl.constexpr = False, TMA: tl.constexpr = False, trow=0,
 ):  # fmt: skip
     """The main loop of the grouped formats (int4, W4A8, MX) over K range [k_lo, k_hi):
     (acc, acc_t) plus this range's products. ``wrows``: each row's first code byte plus the
     group's byte offsets; ``srow``: each row's scale offset; BIG: MX fp4's second multiply.
     POST (MX fp8 e4m3; MX int8 always): the block scale on the product tile
     (:func:`_post_scaled_step`). XMX (MX int8): x holds MX int8 codes, ``xsrows`` each
-    row's first block scale byte (:func:`_int8_block_step`)."""
+    row's first block scale byte (:func:`_int8_block_step`). TMA (a probe; int4, TILED):
+    ``wrows`` is a tensor descriptor over the tiled codes as rows of TILE_B bytes and
+    ``trow`` the program's first row there (decode_mma's ``TMA``)."""
     offs_g = tl.arange(0, GROUP_SIZE)
     if PREF:  # a step's scales and zero points are loaded one step ahead
         tl.static_assert(GROUPS == 1 or GROUPS == 2 or GROUPS == 4, "PREF: 1, 2, 4 groups")
@@ -299,8 +301,12 @@ def _group_steps(
                     # the step), so the group's codes are one run aligned to its length:
                     # sm90 then loads them 16 bytes at a time (cp.async 0x10, not two 0x8)
                     kb = tl.multiple_of(kb, GROUP_SIZE // 2)
-                wp = wrows + int4_cols(kb, TILED, GROUP_SIZE // 2, TILE_B, TILE_R)
-                b = tl.load(wp, mask=nmask[:, None], other=0)
+                if TMA:  # the group's bytes of the step's tile (out of range rows: zeros)
+                    tl.static_assert(WFMT == 1 and TILED, "TMA: int4 codes in tile order")
+                    b = wrows.load([trow + (kb // TILE_B) * TILE_R, kb % TILE_B])
+                else:
+                    wp = wrows + int4_cols(kb, TILED, GROUP_SIZE // 2, TILE_B, TILE_R)
+                    b = tl.load(wp, mask=nmask[:, None], other=0)
                 acc, acc_t = _nibble_step(acc, acc_t, xt, b, s_cur, z_cur,
                                           WFMT, GROUP_SIZE, BIG, ASM, UPCAST, WT,
                                           IMMA, ZMMA, NVX)  # fmt: skip
