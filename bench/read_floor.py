@@ -68,3 +68,83 @@ def read_tma_us(nbytes: int, copies: int = 8, per_sm: int = 4, stages: int = 3) 
 
     descs = [TensorDescriptor(b, [rows, 32], [32, 1], [128, 32]) for b in bufs]
     return graph_us([functools.partial(call, d) for d in descs])
+
+
+@triton.jit
+def _read_dyn_kernel(p, out, ticket, n, chunks, BLOCK: tl.constexpr):
+    """Sum ``n`` int32 words in ``chunks`` chunks of BLOCK, each program taking its next
+    chunk from an atomic counter (``ticket[0]``) until none is left; the last program to
+    finish (``ticket[1]`` counts them) sets both back to zero for the next launch."""
+    offs = tl.arange(0, BLOCK)
+    acc = tl.zeros([BLOCK], tl.int32)
+    u = tl.atomic_add(ticket, 1)
+    while u < chunks:
+        base = u.to(tl.int64) * BLOCK
+        acc += tl.load(p + base + offs, mask=base + offs < n, other=0)
+        u = tl.atomic_add(ticket, 1)
+    if tl.atomic_add(ticket + 1, 1) == tl.num_programs(0) - 1:
+        tl.atomic_xchg(ticket, 0)
+        tl.atomic_xchg(ticket + 1, 0)
+    tl.store(out + tl.program_id(0), tl.sum(acc))
+
+
+def read_dyn_us(nbytes: int, copies: int = 8, per_sm: int = 8, block: int = 1024,
+                warps: int = 4) -> float:  # fmt: skip
+    """Graph-replay µs to read ``nbytes`` once with chunks of ``block`` int32 words handed
+    out by an atomic counter to ``per_sm`` programs an SM (the floor without a static
+    partition's uneven end)."""
+    n = -(-nbytes // 4)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    bufs = [torch.ones(n, dtype=torch.int32, device="cuda") for _ in range(copies)]
+    out = torch.empty(sms * per_sm, dtype=torch.int32, device="cuda")
+    ticket = torch.zeros(2, dtype=torch.int32, device="cuda")
+
+    def call(b: torch.Tensor) -> Any:
+        return _read_dyn_kernel[(sms * per_sm,)](b, out, ticket, n, -(-n // block), BLOCK=block,
+                                                 num_warps=warps)  # fmt: skip
+
+    us = graph_us([functools.partial(call, b) for b in bufs])
+    if int(out.sum()) != n or int(ticket.abs().sum()) != 0:  # every word once, tickets reset
+        raise RuntimeError(f"read_dyn: summed {int(out.sum())} of {n} words, ticket {ticket}")
+    return us
+
+
+def read_static_us(nbytes: int, copies: int = 8, per_sm: int = 8, block: int = 4096,
+                   warps: int = 8) -> float:  # fmt: skip
+    """:func:`read_us` at other grid-strided tiles (``read_us`` is ``per_sm`` 8, ``block``
+    4096, 8 warps)."""
+    n = -(-nbytes // 4)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    bufs = [torch.ones(n, dtype=torch.int32, device="cuda") for _ in range(copies)]
+    out = torch.empty(sms * per_sm, dtype=torch.int32, device="cuda")
+
+    def call(b: torch.Tensor) -> Any:
+        return _read_kernel[(sms * per_sm,)](b, out, n, BLOCK=block, num_warps=warps)
+
+    return graph_us([functools.partial(call, b) for b in bufs])
+
+
+def main() -> None:
+    """``python -m bench.read_floor``: the read floors side by side at int4's goal-shape bytes
+    and bf16's, each summed value checked."""
+    sizes = {"int4 8192^2": 35_651_584, "int4 4096x14336": 31_195_136, "bf16 8192^2": 134_217_728,
+             "bf16 4096x14336": 117_440_512}  # fmt: skip
+    for name, nbytes in sizes.items():
+        line = f"{name:16s} read {read_us(nbytes):6.1f}"
+        for per_sm, block, warps in ((8, 1024, 8), (16, 1024, 4), (4, 4096, 8)):
+            line += (
+                f" | static {per_sm}x{block} {read_static_us(nbytes, 8, per_sm, block, warps):6.1f}"
+            )
+        for per_sm, block, warps in (
+            (8, 1024, 4),
+            (8, 2048, 4),
+            (16, 1024, 4),
+            (4, 4096, 8),
+            (8, 4096, 8),
+        ):
+            line += f" | dyn {per_sm}x{block} {read_dyn_us(nbytes, 8, per_sm, block, warps):6.1f}"
+        print(line, flush=True)
+
+
+if __name__ == "__main__":
+    main()
