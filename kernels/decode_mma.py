@@ -40,7 +40,7 @@ from typing import Any
 import torch
 import triton
 import triton.language as tl
-from aoq.kernels import decode_mma_dyn, decode_mma_sk, splitk
+from aoq.kernels import decode_mma_sk, splitk
 from aoq.kernels._common import (
     INTERPRET,
     WeightFormat,
@@ -320,16 +320,6 @@ def decode_mma(
     cfg["PREF"] = cfg.get("PREF", False) and bk // gs in (1, 2, 4)
     n_prog = triton.cdiv(n, bn)
     w_arg = _tma_codes(qdata, cfg, wfmt, tiled, bn, gs, backend)
-    dyn = cfg.pop("DYN", 0)  # (probe, decode_mma_dyn.py) K steps a unit handed out at run time
-    if dyn and wfmt is WeightFormat.UINT4 and zero is not None and not cfg.get("TMA"):
-        programs = cfg.pop("DYN_PROGRAMS", 0) or (
-            per_sm * splitk.sm_count(torch.device(y.device).index or torch.cuda.current_device())
-            if y.is_cuda
-            else 4
-        )
-        decode_mma_dyn.decode_mma_dyn(x, qdata, scale, zero, bias, y, programs, dyn, cfg, gs,
-                                      bn, bk, asm, pdl)  # fmt: skip
-        return
     # stream-K (decode_mma_sk.py): int4, a split not forced, the codes not a descriptor
     sk = cfg.pop("SK", False) and not cfg.get("TMA")
     if sk and wfmt is WeightFormat.UINT4 and split is None and zero is not None:

@@ -65,8 +65,8 @@ def tile_range(
     TILED: tl.constexpr, TILE_B: tl.constexpr, TILE_R: tl.constexpr,
 ):  # fmt: skip
     """Column tile ``t``'s int4 products over K range [k_lo, k_hi) (decode_mma's loop,
-    _group_steps): (float32 [ROWS, BLOCK_N], the tile's columns, their mask). Stream-K's
-    parts and decode_mma_dyn's units."""
+    _group_steps): (float32 [ROWS, BLOCK_N], the tile's columns, their mask): a stream-K
+    part."""
     offs_n = t * BLOCK_N + tl.arange(0, BLOCK_N)
     nmask = offs_n < N
     wrows = (
