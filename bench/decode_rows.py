@@ -93,7 +93,7 @@ split-K where the TILE takes stream-K, an int forces that many stream-K programs
 
 SHAPES = ((8192, 8192), (4096, 14336), (14336, 4096))  # K x N
 EXACT_KEYS = {"ROWS", "PDL", "CHAIN", "AHEAD", "XQ", "XQ_BLOCK_N", "XQ_num_warps", "ALIGNED",
-              "TMA"}  # fmt: skip
+              "TMA", "L2PRE"}  # fmt: skip
 """Variants whose keys are all here must give the TILE's bits (only the padding, the launch,
 or the GEMV's rows a program changed); others (a split or a step) agree to 1e-2."""
 
@@ -288,6 +288,9 @@ def _runner_of(wf: Any, groups: int, x: torch.Tensor, t: tuple, tile: dict, fmt:
         b = t[0].view(torch.uint8)
         b = tile_uint4(b, tile.get("TILE_B", 64), tile.get("TILE_R", 64))
         t = (b.view(t[0].dtype), *t[1:])
+    # launched with programmatic dependent launch after the kernel before it (the previous
+    # call's reduction in the replayed rotation), waiting for it before reading x
+    pdl = tile.pop("PDL", False)
     if wf is W.INT4_SYM:
         xq, xs, _ = act_quant.quantize_int8_act_triton(x, 0, None)
     out = torch.float32 if wf is W.INT4_SYM else x.dtype
@@ -295,7 +298,7 @@ def _runner_of(wf: Any, groups: int, x: torch.Tensor, t: tuple, tile: dict, fmt:
 
     def call() -> torch.Tensor:
         decode_mma.decode_mma(xq, t[0], t[1], t[2], None, y, groups, wf, None, x_scale=xs,
-                              tile=tile, tiled=tiled)  # fmt: skip
+                              tile=tile, tiled=tiled, pdl=pdl)  # fmt: skip
         return y
 
     return call

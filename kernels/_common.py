@@ -104,6 +104,14 @@ loads its first step's weights before it waits (the weights are not that kernel'
 ``AOQ_PDL_AHEAD=0``: it reads nothing before the wait (A/B runs)."""
 
 
+@triton.jit
+def prefetch_l2(ptrs):
+    """Ask L2 for the lines at ``ptrs`` (NVIDIA ``prefetch.global.L2``: nothing reaches
+    registers). Not for the interpreter (its callers are CUDA-only probes)."""
+    tl.inline_asm_elementwise("prefetch.global.L2 [$1]; mov.u32 $0, 0;", "=r,l", [ptrs],
+                              dtype=tl.int32, is_pure=False, pack=1)  # fmt: skip
+
+
 @functools.cache
 def pdl(device: torch.device) -> bool:
     """Programmatic dependent launch (griddepcontrol): NVIDIA sm90 and later, not the

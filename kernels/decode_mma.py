@@ -49,6 +49,7 @@ from aoq.kernels._common import (
     fp8_cvt,
     int4_cols,
     int4_rows,
+    prefetch_l2,
 )
 from aoq.kernels._launch import launch
 from aoq.kernels.bf16_codes import byte_codes
@@ -86,6 +87,7 @@ def _decode_mma_kernel(
     A_FP8_TY: tl.constexpr = None, A_EMAX: tl.constexpr = 0, A_MAX_FRAC: tl.constexpr = 0,
     A_RCEIL: tl.constexpr = 0, ZMMA: tl.constexpr = False, NVX: tl.constexpr = False,
     POST: tl.constexpr = False, XMX: tl.constexpr = False, TMA: tl.constexpr = False,
+    L2PRE: tl.constexpr = 0,
 ):  # fmt: skip
     """Program (n, s): outputs [ROWS, BLOCK_N] (x padded to ROWS rows: 16, or 8 for M <= 8,
     the n of NVIDIA's m16n8k16) over K range s. int4 (WFMT 1: zero points from
@@ -114,7 +116,9 @@ def _decode_mma_kernel(
     XQDQ (MX fp6 at M = 1): x's row is MX quantize-dequantized here (decode_mma_fp6.py), the
     A_* constants mx_decode.one_row_constexprs's. TMA (a probe; int4, TILED): ``w_ptr`` is
     a tensor descriptor over the tiled codes as rows of TILE_B bytes (decode_mma's ``TMA``),
-    so the pipeliner copies each step's tile with the Hopper tensor-memory accelerator."""
+    so the pipeliner copies each step's tile with the Hopper tensor-memory accelerator.
+    L2PRE (a probe; int4, TILED, under PDL): the program's first L2PRE steps' code tiles are
+    asked of L2 (prefetch.global.L2) before the wait, while the kernel before it finishes."""
     splitk.trigger(TRIGGER)
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
@@ -131,6 +135,14 @@ def _decode_mma_kernel(
     if KINT:  # split s takes steps s, s + SPLIT_K, ...: the splits read side by side
         k_lo = pid_k * BLOCK_K
         k_hi = K
+    if L2PRE > 0:  # (probe) the first steps' tiles asked of L2 before the wait
+        tl.static_assert(WFMT == 1 and TILED and BLOCK_N == TILE_R, "L2PRE: int4 tiles")
+        band = w_ptr + pid_n.to(tl.int64) * (TILE_R * K // 2)
+        for i in tl.static_range(L2PRE):
+            kb = (k_lo + i * KSTEP) // 2
+            tile = band + (kb // TILE_B) * (TILE_R * TILE_B)
+            tile = tl.where(k_lo + i * KSTEP < k_hi, tile, band)  # past the range: a line held
+            prefetch_l2(tile + tl.arange(0, TILE_R * TILE_B // 128) * 128)
     if PDL:
         gdc_wait()
     if WFMT == 6 or WFMT == 7:  # MX fp6 (decode_mma_fp6.py): WT only
