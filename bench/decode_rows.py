@@ -251,7 +251,9 @@ def _static_gemv_runner(x: torch.Tensor, t: tuple, tile: dict) -> Any:
     from aoq.kernels.gemv_static import gemv_static
 
     y = torch.empty(x.shape[0], t[0].shape[0], dtype=x.dtype, device=x.device)
-    return lambda: gemv_static(x, t[0], t[1], None, y, tile=tile)
+    tile = dict(tile)
+    pdl = tile.pop("PDL", False)
+    return lambda: gemv_static(x, t[0], t[1], None, y, tile=tile, pdl=pdl)
 
 
 def _runner_of(wf: Any, groups: int, x: torch.Tensor, t: tuple, tile: dict, fmt: str) -> Any:

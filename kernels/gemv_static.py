@@ -27,6 +27,7 @@ import triton
 import triton.language as tl
 from aoq.kernels._common import WeightFormat, int8_float
 from aoq.kernels._launch import launch
+from triton.language.extra.cuda import gdc_wait
 
 STATIC_TILE = {"BLOCK_N": 2, "BLOCK_K": 512, "num_warps": 2}
 """Rows a program, codes a step, warps: the H100's best single tile over the three shapes
@@ -46,10 +47,14 @@ SERVES = (WeightFormat.INT8, WeightFormat.FP8)
 def _gemv_static_kernel(
     x_ptr, w_ptr, s_ptr, b_ptr, y_ptr, N, stride_wn,
     K: tl.constexpr, INT8: tl.constexpr, HAS_BIAS: tl.constexpr,
-    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PDL: tl.constexpr = False,
 ):  # fmt: skip
     """y[n] = s[n] * sum_k x[k] w[n, k] (+ b[n]) for this program's rows. Rows past N read
-    row N - 1 (their stores are masked), so only a partial last K step has masked loads."""
+    row N - 1 (their stores are masked), so only a partial last K step has masked loads.
+    PDL: launched with programmatic dependent launch, it waits for the kernel before it
+    before reading anything."""
+    if PDL:
+        gdc_wait()
     offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     rows_n = tl.minimum(offs_n, N - 1)
     rows = w_ptr + rows_n.to(tl.int64)[:, None] * stride_wn
@@ -119,9 +124,11 @@ def gemv_static(
     bias: torch.Tensor | None,
     y: torch.Tensor,
     tile: dict | None = None,
+    pdl: bool = False,
 ) -> torch.Tensor:
     """y [1, N] = x [1, K] codes [N, K]ᵀ x scale [N] (+ bias); ``tile`` overrides
-    static_tile's keys (probes: bench.decode_rows' ``STATIC``)."""
+    static_tile's keys (probes: bench.decode_rows' ``STATIC``). ``pdl``: launched with
+    programmatic dependent launch (the caller checked the GPU has it: _common.pdl)."""
     n, k = qdata.shape
     if x.shape != (1, k) or scale.numel() != n or y.shape != (1, n):
         raise ValueError(f"gemv_static: x {tuple(x.shape)}, codes {tuple(qdata.shape)}, "
@@ -132,6 +139,7 @@ def gemv_static(
     scale = scale.reshape(-1)
     launch(_gemv_static_kernel, (triton.cdiv(n, cfg["BLOCK_N"]),),
         x, qdata, scale, bias if bias is not None else scale, y, n, qdata.stride(0),
-        K=k, INT8=qdata.dtype == torch.int8, HAS_BIAS=bias is not None, **cfg,
+        K=k, INT8=qdata.dtype == torch.int8, HAS_BIAS=bias is not None, PDL=pdl,
+        launch_pdl=pdl, **cfg,
     )  # fmt: skip
     return y
