@@ -104,6 +104,16 @@ loads its first step's weights before it waits (the weights are not that kernel'
 ``AOQ_PDL_AHEAD=0``: it reads nothing before the wait (A/B runs)."""
 
 
+DECODE_PDL = os.environ.get("AOQ_DECODE_PDL", "1") != "0"
+"""Weight-only and MX decode kernels (decode_mma, gemv_static) are launched with
+programmatic dependent launch where the GPU has it (:func:`pdl`): their programs are placed
+while the kernel before them on the stream finishes, and wait for it (``griddepcontrol.wait``)
+before they read or write anything, so the result is the plain launch's. The kernel before
+need not know of it (its programs' exits let this one launch). H100, decode alone as graph
+replays of calls in turn (bench/NOTES.md, session 39): 0.2-0.9 µs a call at M 1 and 16 for
+int4, int8, fp8 and MX fp4. ``AOQ_DECODE_PDL=0``: plain launches (A/B runs)."""
+
+
 @triton.jit
 def prefetch_l2(ptrs):
     """Ask L2 for the lines at ``ptrs`` (NVIDIA ``prefetch.global.L2``: nothing reaches

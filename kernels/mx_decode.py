@@ -26,10 +26,10 @@ import torch
 import torch.nn.functional as F
 import triton
 import triton.language as tl
+from aoq.kernels import _common, splitk
 from aoq.kernels import decode_mma as dm
 from aoq.kernels import mx_steps as st
 from aoq.kernels import nvfp4_act as na
-from aoq.kernels import splitk
 from aoq.kernels._common import INTERPRET, WeightFormat, backend_of, out_dtype_for
 from aoq.kernels._launch import launch
 from aoq.kernels.mx_cast import has_fp8_cvt, mx_cast_triton
@@ -249,11 +249,12 @@ def mx_decode_triton(
     wfmt = WeightFormat.NVFP4 if nvfp4 else DECODE_MMA_FORMATS.get(elem)
     zero = tensor_scale if nvfp4 else big_scales  # NVFP4's where MX passes the BIG flag
     if gm and wfmt is not None and dm.serves(x, qdata, k // bs, wfmt, s, zero):
+        pdl = _common.DECODE_PDL and _common.pdl(x.device)  # (it waits before reading x)
         if one_row is None:
-            dm.decode_mma(x, qdata, s, zero, bias, y, k // bs, wfmt, split)
+            dm.decode_mma(x, qdata, s, zero, bias, y, k // bs, wfmt, split, pdl=pdl)
             return y.to(x.dtype)
         if wfmt in dm.FP6_FORMATS and bs <= dm.FP6_STEP:  # fp6 rounds x in its own loop
-            dm.decode_mma(x, qdata, s, zero, bias, y, k // bs, wfmt, split, x_qdq=act)
+            dm.decode_mma(x, qdata, s, zero, bias, y, k // bs, wfmt, split, x_qdq=act, pdl=pdl)
             return y.to(x.dtype)
     s = s.contiguous()  # group-major bytes decode_mma did not take: a row-major copy
     ebits, mbits, bias_e, nan = elem_params(elem)

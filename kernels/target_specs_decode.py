@@ -178,7 +178,12 @@ def decode_mma_specs(target: str) -> list[Spec]:
             [
                 decode_mma(
                     "w4a8.decode_mma_imma_pdl", 3, 32, 64, target, XZ=False, IMMA=True, PDL=True
-                )
+                ),
+                # weight-only and MX decode (_common.DECODE_PDL)
+                decode_mma(
+                    "int4wo.decode_mma_tiled_m8_pdl", 1, 128, 128, target, 8, tiled=True, PDL=True
+                ),
+                decode_mma("mxwo_fp4.decode_mma_m8_pdl", 4, 32, 64, target, 8, PDL=True),
             ]
             if target in PDL_TARGETS
             else []

@@ -144,6 +144,8 @@ def gemv_specs(target: str) -> list[Spec]:
         ),
         # programmatic dependent launch (griddepcontrol): sm90 and later
         *([pdl_variant(w4a8_gemv, True)] if target in PDL_TARGETS else []),
+        # weight-only decode launched dependent on the kernel before it (_common.DECODE_PDL)
+        *([pdl_variant(static)] if target in PDL_TARGETS else []),
         reduce := Spec("splitk.reduce", "splitk", "_reduce_kernel", red_sig, red_ce, mma=False),
         # chained (splitk.Plan.chain): the split kernel triggers, the reduction waits
         *chained(target, int8_gemv, pdl_variant(w4a8_gemv, True)),

@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
-from aoq.kernels import decode_mma, gemv, gemv_static, splitk
+from aoq.kernels import _common, decode_mma, gemv, gemv_static, splitk
 from aoq.kernels._common import (
     FLOAT_DTYPES,
     Strategy,
@@ -228,12 +228,16 @@ def _decode(
     serves, then at M == 1 to the word GEMV (gemv.py). Only decode_mma reads group-major int4
     scales and zero points (strides (1, N), aoq.tensors.int4's CUDA layout; for tiled codes
     the zero points as aoq.formats.packing.pack_zero_words): the others get them row-major.
-    Tiled int4 codes skip the word GEMV (its loads assume rows)."""
+    Tiled int4 codes skip the word GEMV (its loads assume rows). The static GEMV and
+    decode_mma launch with programmatic dependent launch on sm90 and later
+    (_common.DECODE_PDL)."""
+    pdl = _common.DECODE_PDL and _common.pdl(x.device)
     if gemv_static.serves(x, qdata, groups, wfmt):
-        gemv_static.gemv_static(x, qdata, scale, bias, y)
+        gemv_static.gemv_static(x, qdata, scale, bias, y, pdl=pdl)
         return
     if decode_mma.serves(x, qdata, groups, wfmt, scale, zero, tiled):
-        decode_mma.decode_mma(x, qdata, scale, zero, bias, y, groups, wfmt, split, tiled=tiled)
+        decode_mma.decode_mma(x, qdata, scale, zero, bias, y, groups, wfmt, split, tiled=tiled,
+                              pdl=pdl)  # fmt: skip
         return
     scale = scale.contiguous()
     zero = zero.contiguous() if zero is not None else scale

@@ -86,3 +86,16 @@ def test_a_worker_may_take_long_but_no_kernel_may():
     hang = "import time\nprint('{\"start\": 0}', flush=True)\ntime.sleep(30)\n"
     lines, err, rc = targets._run_worker([sys.executable, "-c", hang], timeout=5.0)
     assert rc == -1 and err == "timed out" and lines == ['{"start": 0}\n']
+
+
+def test_dependent_launch_specs_wait_before_they_read():
+    """Every ``*_pdl`` spec on sm90 (the decode kernels launched with programmatic dependent
+    launch, the weight-only and MX ones among them: _common.DECODE_PDL) waits
+    (griddepcontrol.wait); targets without PDL have none."""
+    specs = [s for s in targets.specs("sm90") if s.name.endswith("_pdl")]
+    names = {s.name for s in specs}
+    assert {"int4wo.decode_mma_tiled_m8_pdl", "int8wo.gemv_static_pdl"} <= names, names
+    for spec in specs:
+        row = targets.compile_spec(spec, "sm90", asm=True)
+        assert row["ok"] and "griddepcontrol.wait" in row["asm"], spec.name
+    assert not [s for s in targets.specs("gfx942") if s.name.endswith("_pdl")]

@@ -1,0 +1,91 @@
+"""Weight-only and MX decode kernels launched with programmatic dependent launch
+(_common.DECODE_PDL): where the flag goes (CPU, the launchers spied), and on an sm90+ GPU that
+every inference config's two chained linears, behind a kernel that writes their input, give
+the plain launches' bits, eagerly and replayed from a CUDA graph with the input rewritten
+between replays (a decode kernel that read x before the kernel writing it finished would
+see the last replay's)."""
+
+import pytest
+import torch
+from aoq.kernels import _common, decode_mma, gemv_static
+from aoq.kernels import weight_only as wo
+from aoq.kernels._common import INTERPRET, WeightFormat
+
+import aoq
+from aoq.testing.cases import inference_configs
+from aoq.testing.metrics import bit_equal
+
+GPU = torch.cuda.is_available() and not INTERPRET
+CONFIGS = inference_configs()
+
+
+def _spy(monkeypatch) -> list[tuple[str, bool]]:
+    seen: list[tuple[str, bool]] = []
+    real_mma, real_static = decode_mma.decode_mma, gemv_static.gemv_static
+
+    def mma(*args, pdl=False, **kw):
+        seen.append(("decode_mma", pdl))
+        return real_mma(*args, pdl=pdl, **kw) if GPU else None
+
+    def static(*args, pdl=False, **kw):
+        seen.append(("gemv_static", pdl))
+        return real_static(*args, pdl=pdl, **kw) if GPU else None
+
+    monkeypatch.setattr(decode_mma, "decode_mma", mma)
+    monkeypatch.setattr(gemv_static, "gemv_static", static)
+    return seen
+
+
+@pytest.mark.parametrize("on", [True, False])
+@pytest.mark.parametrize("gpu_has_it", [True, False])
+def test_the_flag_follows_the_gpu_and_the_switch(on, gpu_has_it, monkeypatch):
+    seen = _spy(monkeypatch)
+    monkeypatch.setattr(_common, "DECODE_PDL", on)
+    monkeypatch.setattr(_common, "pdl", lambda device: gpu_has_it)
+    monkeypatch.setattr(decode_mma, "serves", lambda *a, **k: True)
+    for static in (True, False):
+        monkeypatch.setattr(gemv_static, "serves", lambda *a, s=static, **k: s)
+        x, q = torch.zeros(1, 64), torch.zeros(8, 64, dtype=torch.int8)
+        wo._decode(x, q, torch.ones(8, 1), None, None, torch.empty(1, 8), 1, WeightFormat.INT8,
+                   True, None)  # fmt: skip
+    assert seen == [("gemv_static", on and gpu_has_it), ("decode_mma", on and gpu_has_it)]
+
+
+@pytest.mark.skipif(not GPU, reason="needs a GPU")
+@pytest.mark.parametrize("config", CONFIGS, ids=[c.id for c in CONFIGS])
+@pytest.mark.parametrize("m", [1, 5])
+def test_chained_linears_keep_their_bits(config, m, monkeypatch):
+    if not _common.pdl(torch.device("cuda")):
+        pytest.skip("programmatic dependent launch needs sm90 or later")
+    seen = _spy(monkeypatch)
+    torch.manual_seed(0)
+    a = aoq.quantize_(torch.nn.Linear(1024, 1024, device="cuda").to(torch.bfloat16), config)
+    b = aoq.quantize_(torch.nn.Linear(1024, 256, device="cuda").to(torch.bfloat16), config)
+    xs = [torch.randn(m, 1024, dtype=torch.bfloat16, device="cuda") for _ in range(3)]
+    src = xs[0].clone()
+    buf = torch.empty_like(src)
+
+    def forward() -> torch.Tensor:
+        torch.mul(src, 2, out=buf)  # the kernel that writes the first linear's input
+        return b(a(buf))
+
+    runs = {}
+    for on in (False, True):
+        monkeypatch.setattr(_common, "DECODE_PDL", on)
+        seen.clear()
+        eager = []
+        for x in xs:
+            src.copy_(x)
+            eager.append(forward().clone())
+        assert all(flag == on for _, flag in seen), seen
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            y = forward()
+        replays = []
+        for x in xs:
+            src.copy_(x)
+            graph.replay()
+            replays.append(y.clone())
+        assert all(bit_equal(e, r) for e, r in zip(eager, replays, strict=True))
+        runs[on] = eager
+    assert all(bit_equal(p, q) for p, q in zip(runs[False], runs[True], strict=True))
