@@ -19,17 +19,18 @@ GPU = torch.cuda.is_available() and not INTERPRET
 CONFIGS = inference_configs()
 
 
-def _spy(monkeypatch) -> list[tuple[str, bool]]:
+def _spy(monkeypatch, run: bool) -> list[tuple[str, bool]]:
+    """Record each launcher's ``pdl``; ``run``: call the real launcher too."""
     seen: list[tuple[str, bool]] = []
     real_mma, real_static = decode_mma.decode_mma, gemv_static.gemv_static
 
     def mma(*args, pdl=False, **kw):
         seen.append(("decode_mma", pdl))
-        return real_mma(*args, pdl=pdl, **kw) if GPU else None
+        return real_mma(*args, pdl=pdl, **kw) if run else None
 
     def static(*args, pdl=False, **kw):
         seen.append(("gemv_static", pdl))
-        return real_static(*args, pdl=pdl, **kw) if GPU else None
+        return real_static(*args, pdl=pdl, **kw) if run else None
 
     monkeypatch.setattr(decode_mma, "decode_mma", mma)
     monkeypatch.setattr(gemv_static, "gemv_static", static)
@@ -39,7 +40,7 @@ def _spy(monkeypatch) -> list[tuple[str, bool]]:
 @pytest.mark.parametrize("on", [True, False])
 @pytest.mark.parametrize("gpu_has_it", [True, False])
 def test_the_flag_follows_the_gpu_and_the_switch(on, gpu_has_it, monkeypatch):
-    seen = _spy(monkeypatch)
+    seen = _spy(monkeypatch, run=False)
     monkeypatch.setattr(_common, "DECODE_PDL", on)
     monkeypatch.setattr(_common, "pdl", lambda device: gpu_has_it)
     monkeypatch.setattr(decode_mma, "serves", lambda *a, **k: True)
@@ -57,7 +58,7 @@ def test_the_flag_follows_the_gpu_and_the_switch(on, gpu_has_it, monkeypatch):
 def test_chained_linears_keep_their_bits(config, m, monkeypatch):
     if not _common.pdl(torch.device("cuda")):
         pytest.skip("programmatic dependent launch needs sm90 or later")
-    seen = _spy(monkeypatch)
+    seen = _spy(monkeypatch, run=True)
     torch.manual_seed(0)
     a = aoq.quantize_(torch.nn.Linear(1024, 1024, device="cuda").to(torch.bfloat16), config)
     b = aoq.quantize_(torch.nn.Linear(1024, 256, device="cuda").to(torch.bfloat16), config)
