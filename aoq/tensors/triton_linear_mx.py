@@ -52,7 +52,10 @@ def _mx_decode(x: torch.Tensor, w: MXWeight | NVFP4Tensor, bias: Any) -> torch.T
         fits = not fp6 or bs <= _k.decode_mma.FP6_STEP
         if fits and not _traced(x, w.qdata) and _one_row_pays(x, w):
             # eager M = 1, a small weight: the decode kernel rounds x itself (one launch,
-            # the same bits); rule: the activation's MX scale rounding, or "nvfp4"; fp6:
+            # the same bits as the activation kernel and this kernel; but NVFP4 under graph
+            # capture runs decode_mma's exact-step path, NVX, which differs from this by
+            # float rounding: bench/NOTES.md, session 39); rule: the activation's MX scale
+            # rounding, or "nvfp4"; fp6:
             # decode_mma's loop, on the weight's group-major bytes (the check saw them), for
             # blocks up to its step (larger ones keep the activation kernel)
             s, big = scale, None

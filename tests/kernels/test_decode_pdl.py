@@ -78,7 +78,6 @@ def test_chained_linears_keep_their_bits(config, m, monkeypatch):
         for x in xs:
             src.copy_(x)
             eager.append(forward().clone())
-        assert all(flag == on for _, flag in seen), seen
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             y = forward()
@@ -87,6 +86,9 @@ def test_chained_linears_keep_their_bits(config, m, monkeypatch):
             src.copy_(x)
             graph.replay()
             replays.append(y.clone())
-        assert all(bit_equal(e, r) for e, r in zip(eager, replays, strict=True))
-        runs[on] = eager
+        assert all(flag == on for _, flag in seen), seen
+        runs[on] = eager + replays
+    # eager M = 1 may take a one-launch kernel that graphs do not (NVFP4's differs from the
+    # graph's decode_mma by float rounding: bench/NOTES.md, session 39), so each mode is
+    # compared with itself, launched plainly
     assert all(bit_equal(p, q) for p, q in zip(runs[False], runs[True], strict=True))
