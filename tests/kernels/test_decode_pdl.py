@@ -20,12 +20,14 @@ CONFIGS = inference_configs()
 
 
 def _spy(monkeypatch, run: bool) -> list[tuple[str, bool]]:
-    """Record each launcher's ``pdl``; ``run``: call the real launcher too."""
+    """Record each weight-only or MX launch's ``pdl`` (float x); ``run``: call the real
+    launcher too."""
     seen: list[tuple[str, bool]] = []
     real_mma, real_static = decode_mma.decode_mma, gemv_static.gemv_static
 
     def mma(*args, pdl=False, **kw):
-        seen.append(("decode_mma", pdl))
+        if args[0].is_floating_point():  # (W4A8's decode on int8 x keeps its own PDL rule)
+            seen.append(("decode_mma", pdl))
         return real_mma(*args, pdl=pdl, **kw) if run else None
 
     def static(*args, pdl=False, **kw):
