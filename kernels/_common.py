@@ -110,8 +110,9 @@ programmatic dependent launch where the GPU has it (:func:`pdl`): their programs
 while the kernel before them on the stream finishes, and wait for it (``griddepcontrol.wait``)
 before they read or write anything, so the result is the plain launch's. The kernel before
 need not know of it (its programs' exits let this one launch). H100, decode alone as graph
-replays of calls in turn (bench/NOTES.md, session 39): 0.2-0.9 µs a call at M 1 and 16 for
-int4, int8, fp8 and MX fp4. ``AOQ_DECODE_PDL=0``: plain launches (A/B runs)."""
+replays of calls in turn (bench/NOTES.md, session 39): 0.1-0.9 µs less a call at M 1 for int4,
+int8, fp8 and MX fp4 (M 16: within a few tenths either way); 0.1-0.7 µs in the bench of record;
+on an H200 0-0.3 µs. ``AOQ_DECODE_PDL=0``: plain launches (A/B runs)."""
 
 
 @triton.jit
