@@ -27,16 +27,9 @@ def _read_kernel(p, out, n, BLOCK: tl.constexpr):
 
 
 def read_us(nbytes: int, copies: int = 8) -> float:
-    """Graph-replay µs to read ``nbytes`` once (rotating ``copies`` buffers past L2)."""
-    n = -(-nbytes // 4)
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    bufs = [torch.ones(n, dtype=torch.int32, device="cuda") for _ in range(copies)]
-    out = torch.empty(sms * 8, dtype=torch.int32, device="cuda")
-
-    def call(b: torch.Tensor) -> Any:
-        return _read_kernel[(sms * 8,)](b, out, n, BLOCK=4096, num_warps=8)
-
-    return graph_us([functools.partial(call, b) for b in bufs])
+    """Graph-replay µs to read ``nbytes`` once (rotating ``copies`` buffers past L2): 8
+    programs an SM, 4096 words a block, 8 warps (:func:`read_static_us`)."""
+    return read_static_us(nbytes, copies)
 
 
 @triton.jit
@@ -111,8 +104,9 @@ def read_dyn_us(nbytes: int, copies: int = 8, per_sm: int = 8, block: int = 1024
 
 def read_static_us(nbytes: int, copies: int = 8, per_sm: int = 8, block: int = 4096,
                    warps: int = 8) -> float:  # fmt: skip
-    """:func:`read_us` at other grid-strided tiles (``read_us`` is ``per_sm`` 8, ``block``
-    4096, 8 warps)."""
+    """Graph-replay µs to read ``nbytes`` once with ``_read_kernel`` at ``per_sm`` programs an
+    SM, ``block`` int32 words a block and ``warps`` warps (rotating ``copies`` buffers past
+    L2)."""
     n = -(-nbytes // 4)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     bufs = [torch.ones(n, dtype=torch.int32, device="cuda") for _ in range(copies)]

@@ -115,6 +115,12 @@ int8, fp8 and MX fp4 (M 16: within a few tenths either way); 0.1-0.7 µs in the 
 on an H200 0-0.3 µs. ``AOQ_DECODE_PDL=0``: plain launches (A/B runs)."""
 
 
+def decode_pdl(device: torch.device) -> bool:
+    """Whether a weight-only or MX decode kernel on ``device`` launches with programmatic
+    dependent launch (:data:`DECODE_PDL` and :func:`pdl`)."""
+    return DECODE_PDL and pdl(device)
+
+
 @triton.jit
 def prefetch_l2(ptrs):
     """Ask L2 for the lines at ``ptrs`` (NVIDIA ``prefetch.global.L2``: nothing reaches

@@ -57,38 +57,6 @@ def _first_part(t, S, P, T):
 
 
 @triton.jit
-def tile_range(
-    xrows, w_ptr, s_ptr, z_ptr, t, k_lo, k_hi, mmask, N, K, stride_sn, stride_sg, stride_wn,
-    WFMT: tl.constexpr, GROUP_SIZE: tl.constexpr, GROUPS: tl.constexpr, BLOCK_N: tl.constexpr,
-    BLOCK_K: tl.constexpr, ASM: tl.constexpr, UPCAST: tl.constexpr, WT: tl.constexpr,
-    PREF: tl.constexpr, ROWS: tl.constexpr, LOOP_STAGES: tl.constexpr, ZW: tl.constexpr,
-    TILED: tl.constexpr, TILE_B: tl.constexpr, TILE_R: tl.constexpr,
-):  # fmt: skip
-    """Column tile ``t``'s int4 products over K range [k_lo, k_hi) (decode_mma's loop,
-    _group_steps): (float32 [ROWS, BLOCK_N], the tile's columns, their mask): a stream-K
-    part."""
-    offs_n = t * BLOCK_N + tl.arange(0, BLOCK_N)
-    nmask = offs_n < N
-    wrows = (
-        w_ptr
-        + int4_rows(offs_n, stride_wn, K, TILED, TILE_B, TILE_R)[:, None]
-        + tl.arange(0, GROUP_SIZE // 2)[None, :]
-    )
-    srow = offs_n.to(tl.int64) * stride_sn
-    acc = tl.zeros((ROWS, BLOCK_N), dtype=tl.float32)
-    acc_t = tl.zeros((BLOCK_N, ROWS), dtype=tl.float32)
-    xz = tl.zeros((ROWS, 1), tl.int32)
-    acc, acc_t = _group_steps(
-        acc, acc_t, xrows, wrows, s_ptr, z_ptr, srow, nmask, mmask, xz, xrows, k_lo, k_hi,
-        stride_sg, WFMT, GROUP_SIZE, GROUPS, False, False, BLOCK_K, ASM, UPCAST, WT, PREF,
-        False, False, LOOP_STAGES, ZW, TILED, False, TILE_B, TILE_R,
-    )  # fmt: skip
-    if WT:
-        acc = tl.trans(acc_t)
-    return acc, offs_n, nmask
-
-
-@triton.jit
 def _decode_mma_sk_kernel(
     x_ptr, w_ptr, s_ptr, z_ptr, p_ptr, M, N, K, stride_sn, stride_sg, stride_xm, stride_wn, P,
     WFMT: tl.constexpr, GROUP_SIZE: tl.constexpr, GROUPS: tl.constexpr, PARTS: tl.constexpr,
@@ -112,6 +80,7 @@ def _decode_mma_sk_kernel(
     offs_m = tl.arange(0, ROWS)
     mmask = offs_m < M
     xrows = x_ptr + offs_m.to(tl.int64)[:, None] * stride_xm
+    xz = tl.zeros((ROWS, 1), tl.int32)
     if PDL:
         gdc_wait()
     for seg in tl.static_range(2):  # a range ends inside its first tile or the next (T / P <= S)
@@ -119,13 +88,25 @@ def _decode_mma_sk_kernel(
         lo = tl.maximum(start, t * S)
         hi = tl.minimum(end, t * S + S)
         if lo < hi:
+            offs_n = t * BLOCK_N + tl.arange(0, BLOCK_N)
+            nmask = offs_n < N
+            wrows = (
+                w_ptr
+                + int4_rows(offs_n, stride_wn, K, TILED, TILE_B, TILE_R)[:, None]
+                + tl.arange(0, GROUP_SIZE // 2)[None, :]
+            )
+            srow = offs_n.to(tl.int64) * stride_sn
+            acc = tl.zeros((ROWS, BLOCK_N), dtype=tl.float32)
+            acc_t = tl.zeros((BLOCK_N, ROWS), dtype=tl.float32)
             k_lo = ((lo - t * S) * BLOCK_K).to(tl.int32)
             k_hi = ((hi - t * S) * BLOCK_K).to(tl.int32)
-            acc, offs_n, nmask = tile_range(
-                xrows, w_ptr, s_ptr, z_ptr, t, k_lo, k_hi, mmask, N, K, stride_sn, stride_sg,
-                stride_wn, WFMT, GROUP_SIZE, GROUPS, BLOCK_N, BLOCK_K, ASM, UPCAST, WT, PREF,
-                ROWS, LOOP_STAGES, ZW, TILED, TILE_B, TILE_R,
+            acc, acc_t = _group_steps(
+                acc, acc_t, xrows, wrows, s_ptr, z_ptr, srow, nmask, mmask, xz, xrows, k_lo,
+                k_hi, stride_sg, WFMT, GROUP_SIZE, GROUPS, False, False, BLOCK_K, ASM, UPCAST,
+                WT, PREF, False, False, LOOP_STAGES, ZW, TILED, False, TILE_B, TILE_R,
             )  # fmt: skip
+            if WT:
+                acc = tl.trans(acc_t)
             j = (pid - _first_part(t, S, P, T)).to(tl.int64)
             rows = offs_m.to(tl.int64)[:, None] * N + offs_n[None, :]
             keep = mmask[:, None] & nmask[None, :]

@@ -249,7 +249,7 @@ def mx_decode_triton(
     wfmt = WeightFormat.NVFP4 if nvfp4 else DECODE_MMA_FORMATS.get(elem)
     zero = tensor_scale if nvfp4 else big_scales  # NVFP4's where MX passes the BIG flag
     if gm and wfmt is not None and dm.serves(x, qdata, k // bs, wfmt, s, zero):
-        pdl = _common.DECODE_PDL and _common.pdl(x.device)  # (it waits before reading x)
+        pdl = _common.decode_pdl(x.device)  # (it waits before reading x)
         if one_row is None:
             dm.decode_mma(x, qdata, s, zero, bias, y, k // bs, wfmt, split, pdl=pdl)
             return y.to(x.dtype)

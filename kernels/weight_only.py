@@ -231,7 +231,7 @@ def _decode(
     Tiled int4 codes skip the word GEMV (its loads assume rows). The static GEMV and
     decode_mma launch with programmatic dependent launch on sm90 and later
     (_common.DECODE_PDL)."""
-    pdl = _common.DECODE_PDL and _common.pdl(x.device)
+    pdl = _common.decode_pdl(x.device)
     if gemv_static.serves(x, qdata, groups, wfmt):
         gemv_static.gemv_static(x, qdata, scale, bias, y, pdl=pdl)
         return
