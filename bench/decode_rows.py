@@ -27,10 +27,11 @@ w4a8_gemv (M = 1) or int_act_mm's decode (M > 1); keys GEMV_TILE's (M = 1), ``SG
 scales group-major), ``XQ`` (x quantized in the GEMV: one launch), ``PDL`` (the decode
 kernel launched with programmatic dependent launch while the activation kernel runs) and
 ``GEMV`` (M > 1: the GEMV for every row, up to w4a8_gemv.MAX_ROWS, on row-major scales),
-``MMA`` (M > 1: decode_mma, where int_act_mm.GEMV_ROWS would take the GEMV) and
+``MMA`` (M > 1: the matrix-unit decode, where int_act_mm.GEMV_ROWS would take the GEMV) and
 ``TILED`` (a probe: decode_mma at every M on the codes in tiles of one group, tile_uint4's
 TILE_B 16 x TILE_R 64, one group a step over 5 stages; other decode_mma.TILE keys beside
-it; bench/NOTES.md, session 28). A
+it; bench/NOTES.md, session 28). ``w4a8rows`` times kernels/w4a8_mma.py alone (W4A8 at
+2 <= M <= 16 on row-major codes, x quantized before; its TILE's keys). A
 tuning aid for decode_mma.TILE and w4a8_gemv.GEMV_TILE, not the benchmark of record (that
 is ``make bench``). ``w8a8act`` and ``fp8act`` (per-row) time W8A8's and fp8's decode the same
 way, with ``PDL`` their one key. Every format takes ``CHAIN`` (false: the split-K reduction
@@ -78,6 +79,7 @@ VARIANTS: dict[str, list[dict[str, Any]]] = {
     "mxfp8e5m2": [{"per_sm": 8}],
     "nvfp4": [{"ROWS": 16}, {"num_stages": 4}],
     "w4a8gemv": [{"PDL": True}, {"XQ": True}, {"SGM": True}],
+    "w4a8rows": [{"BLOCK_N": 32}, {"STEP_K": 128}],
     "w8a8act": [{"PDL": True}],
     "fp8act": [{"PDL": True}],
 }
@@ -256,9 +258,21 @@ def _static_gemv_runner(x: torch.Tensor, t: tuple, tile: dict) -> Any:
     return lambda: gemv_static(x, t[0], t[1], None, y, tile=tile, pdl=pdl)
 
 
+def _rows_runner(x: torch.Tensor, t: tuple, tile: dict) -> Any:
+    """kernels/w4a8_mma.py alone (x quantized before), at its TILE with ``tile``'s keys."""
+    from aoq.kernels import act_quant
+    from aoq.kernels.w4a8_mma import w4a8_mma
+
+    xq, xs, _ = act_quant.quantize_int8_act_triton(x, 0, None)
+    y = torch.empty(x.shape[0], t[0].shape[0], dtype=torch.float32, device=x.device)
+    return lambda: w4a8_mma(xq, xs, t[0], t[1], None, y, tile=dict(tile))
+
+
 def _runner_of(wf: Any, groups: int, x: torch.Tensor, t: tuple, tile: dict, fmt: str) -> Any:
     if fmt == "w4a8gemv":
         return _gemv_runner(x, t, tile)
+    if fmt == "w4a8rows":
+        return _rows_runner(x, t, tile)
     if fmt in ("w8a8act", "fp8act"):
         return _act_runner(fmt, x, t, tile)
     from aoq.kernels import act_quant, decode_mma

@@ -64,6 +64,7 @@ def weight_case(fmt: str, n: int, k: int, copies: int) -> tuple[Any, list[tuple]
             [(q, s.reshape(-1, 1), z) for q, s, z in ws],
             1,
         )
+    fmt = "w4a8" if fmt == "w4a8rows" else fmt  # kernels/w4a8_mma.py: W4A8's weights
     ws = weights(fmt, n, k, copies)
     if fmt in ("int4", "w4a8"):  # the group-major scales (and zero points) of CUDA weights
         ws = [

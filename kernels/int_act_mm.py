@@ -18,6 +18,8 @@ Op (namespace ``aoq``): ``int_act_mm``; CPU runs the reference.
 
 from __future__ import annotations
 
+import os
+
 import torch
 import triton
 import triton.language as tl
@@ -39,6 +41,8 @@ from aoq.kernels._launch import launch
 from aoq.kernels.act_one_row import one_row_scale, quantize_one_row
 from aoq.kernels.configs import autotune, decode_tile, fit_group, mm_configs
 from aoq.kernels.w4a8_gemv import w4a8_gemv
+from aoq.kernels.w4a8_mma import serves as rows_mma_serves
+from aoq.kernels.w4a8_mma import w4a8_mma
 from triton.language.extra.cuda import gdc_wait
 
 from aoq.formats import linear as ref
@@ -177,6 +181,10 @@ decode_mma, 16.8 / 14.7 / 15.8 on the GEMV; M 3 23.9 / 21.3 / 23.5 against 20.8 
 22.2, a tie, so decode_mma keeps M 4: the GEMV's dp4a work grows with the rows, decode_mma's
 MMAs do not."""
 
+ROWS_MMA = os.environ.get("AOQ_W4A8_ROWS", "1") != "0"
+"""Off: W4A8 above GEMV_ROWS takes decode_mma, as before session 40, instead of w4a8_mma
+(A/B runs, bisecting)."""
+
 PDL_ROWS = 2
 """W8A8, W4A8 and fp8 decode take programmatic dependent launch (``pdl``) up to this many
 rows. H100, graph replays of the activation kernel and the decode kernel, 8192^2 / 4096 x
@@ -291,6 +299,12 @@ def _int_act(
     decode = Strategy(strategy) is Strategy.DECODE
     rows = m == 1 or (m <= GEMV_ROWS and xq.is_contiguous())  # (its rows K apart)
     gemv = decode and int4 and rows and gs <= 1 << 14
+    rows_mma = ROWS_MMA and decode and int4 and not gemv and bias_int is None and not asym
+    if rows_mma and rows_mma_serves(xq, wq, w_scale):
+        # GEMV_ROWS < M <= 16, symmetric x, groups of 32 on CUDA: the row-major codes read
+        # GEMV-like on the integer MMA (w4a8_mma.py: 20 % under decode_mma on an H100)
+        w4a8_mma(xq, x_scale, wq, w_scale, bias, y, split, pdl=pdl)
+        return y.to(out_dtype)
     if (
         decode and int4 and not gemv and m > 1 and bias_int is None
         and dm.serves(xq, wq, groups, W4, w_scale)

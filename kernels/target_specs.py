@@ -167,7 +167,7 @@ def fp8_pointer(target: str) -> str:
 
 def specs(target: str) -> list[Spec]:
     """The kernels compiled for ``target`` (float8 kernels use the arch's own e4m3)."""
-    from aoq.kernels.target_specs_decode import decode_mma, decode_mma_specs
+    from aoq.kernels.target_specs_decode import decode_mma, decode_mma_specs, w4a8_mma_specs
     from aoq.kernels.target_specs_gemv import gemv_specs
     from aoq.kernels.target_specs_mx import mx_specs
 
@@ -275,6 +275,7 @@ def specs(target: str) -> list[Spec]:
         _wo("int4wo.prefill", "*u8", 1, 128, 128, 128, 64, warps=8),
         int8wo_decode := _wo("int8wo.decode", "*i8", 0, 0, 16, 64, 128),
         *decode_mma_specs(target),
+        *w4a8_mma_specs(target),
         _wo("fp8wo.decode", f8, 2, 0, 16, 64, 128),
         # int4 groups of 128 and W4A8's of 32 (two and eight a tile, their scales one block):
         # tiles of 16 rows x 256 codes; tiled int4 32 x 128 (dequantize_weight_triton)

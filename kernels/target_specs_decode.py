@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from aoq.kernels.target_specs import PDL_TARGETS, Spec, split_tail
+from aoq.kernels.target_specs import PDL_TARGETS, Spec, chained, pdl_variant, split_tail
 
 
 def decode_mma(
@@ -189,3 +189,27 @@ def decode_mma_specs(target: str) -> list[Spec]:
             else []
         ),  # fmt: skip
     ]
+
+
+def w4a8_mma_specs(target: str) -> list[Spec]:
+    """kernels/w4a8_mma.py (W4A8 at GEMV_ROWS < M <= 16 on row-major codes, the groups of a
+    step one batched integer dot): x padded to 16 and 8 rows, with PDL and chained on
+    PDL_TARGETS. Its nibbles are NVIDIA PTX; AMD compiles the plain path (not served there:
+    ROCm keeps decode_mma)."""
+    from aoq.kernels.w4a8_mma import TILE
+
+    sig = {
+        "x_ptr": "*i8", "w_ptr": "*u8", "s_ptr": "*fp32", "xs_ptr": "*fp32", "b_ptr": "*bf16",
+        "y_ptr": "*bf16", "p_ptr": "*fp32", "c_ptr": "*i32",
+    }  # fmt: skip
+    sig.update({n: "i32" for n in ("M", "N", "K", "stride_sn", "stride_sg", "K_SPLIT",
+                                   "stride_xm", "stride_wn", "stride_ym")})  # fmt: skip
+    ce = dict(
+        STATIC=False, HAS_BIAS=True, SPLIT_K=4, TAIL=split_tail(), BLOCK_N=TILE["BLOCK_N"],
+        GROUPS=TILE["STEP_K"] // 32, ROWS=16, ASM=target.startswith("sm"),
+    )  # fmt: skip
+    base = Spec("w4a8.mma_rows", "w4a8_mma", "_w4a8_mma_kernel", sig, ce,
+                warps=TILE["num_warps"], stages=TILE["num_stages"])  # fmt: skip
+    rows8 = dataclasses.replace(base, name="w4a8.mma_rows_m8", constexprs={**ce, "ROWS": 8})
+    pdl = [pdl_variant(base)] if target in PDL_TARGETS else []
+    return [base, rows8, *pdl, *chained(target, base)]

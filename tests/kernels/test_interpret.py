@@ -235,16 +235,18 @@ def test_act_quant_tiles():
 
 
 @pytest.mark.parametrize("mode", [0, 1, 2], ids=["sym", "asym", "static"])
-def test_w4a8_small_m_routes_to_decode_mma(monkeypatch, mode):
-    """2 <= M <= 16: activations without an int32 bias, symmetric or with zero points, go to
-    the bf16 matrix-unit decode (kernels/decode_mma.py, exact group sums), with row-major or
+def test_w4a8_small_m_routes_to_the_matrix_units(monkeypatch, mode):
+    """GEMV_ROWS < M <= 16, activations without an int32 bias: symmetric ones go to the
+    row-major integer-MMA decode (kernels/w4a8_mma.py), those with zero points to the bf16
+    matrix-unit decode (kernels/decode_mma.py, exact group sums), with row-major or
     group-major scales; the static-bias form stays on the int8 MMA kernel. All match the
     reference."""
     from aoq.kernels import decode_mma as dm
 
     calls = []
-    real = dm.decode_mma
-    monkeypatch.setattr(dm, "decode_mma", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real, real_r = dm.decode_mma, ia.w4a8_mma
+    monkeypatch.setattr(dm, "decode_mma", lambda *a, **k: calls.append("mma") or real(*a, **k))
+    monkeypatch.setattr(ia, "w4a8_mma", lambda *a, **k: calls.append("rows") or real_r(*a, **k))
     w, x = torch.randn(80, 1024), torch.randn(5, 1024)
     xq, xs, xz = aq.quantize_int8_act(x, mode, torch.tensor(0.035))
     zero = xz if mode == 1 else None
@@ -254,7 +256,7 @@ def test_w4a8_small_m_routes_to_decode_mma(monkeypatch, mode):
     bias = None if mode == 2 else torch.randn(80)
     want = ia.int_act_mm(xq, xs, zero, wq, s4, bias, bias_int, torch.float32, 0)
     got = ia.int_act_mm_triton(xq, xs, zero, wq, s4, bias, bias_int, torch.float32, 0)
-    assert len(calls) == (0 if mode == 2 else 1)
+    assert calls == {0: ["rows"], 1: ["mma"], 2: []}[mode]
     assert max_rel_error(want, got) < 1e-6
     s_gm = s4.t().contiguous().t()  # aoq.tensors.int4's CUDA layout
     got = ia.int_act_mm_triton(xq, xs, zero, wq, s_gm, bias, bias_int, torch.float32, 0)

@@ -77,19 +77,17 @@ def test_rows_refused_past_the_limit():
 
 @pytest.mark.parametrize("rows", [1, 4])
 def test_decode_takes_the_gemv_up_to_gemv_rows(monkeypatch, rows):
-    """int_act_mm's W4A8 decode: the GEMV for M <= GEMV_ROWS, decode_mma above; both the
-    reference's product."""
-    from aoq.kernels import decode_mma as dm
-
+    """int_act_mm's W4A8 decode (symmetric activations): the GEMV for M <= GEMV_ROWS,
+    w4a8_mma above; both the reference's product."""
     monkeypatch.setattr(ia, "GEMV_ROWS", rows)
     calls = []
-    real_g, real_d = wg.w4a8_gemv, dm.decode_mma
+    real_g, real_r = wg.w4a8_gemv, ia.w4a8_mma
     monkeypatch.setattr(ia, "w4a8_gemv", lambda *a, **k: calls.append("gemv") or real_g(*a, **k))
-    monkeypatch.setattr(dm, "decode_mma", lambda *a, **k: calls.append("mma") or real_d(*a, **k))
+    monkeypatch.setattr(ia, "w4a8_mma", lambda *a, **k: calls.append("rows") or real_r(*a, **k))
     for m in (1, 3, 5):
         host, dev = _case(m, 0)
         got = ia.int_act_mm_triton(*dev, torch.float32, 0)
-        assert calls.pop() == ("gemv" if m <= rows else "mma"), m
+        assert calls.pop() == ("gemv" if m <= rows else "rows"), m
         assert max_rel_error(ia.int_act_mm(*host, torch.float32, 0), got.cpu()) < 1e-6
 
 

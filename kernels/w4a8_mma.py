@@ -1,0 +1,162 @@
+"""W4A8 decode at int_act_mm.GEMV_ROWS < M <= 16 (symmetric int8 activations) on row-major
+codes: each program reads BLOCK_N rows GROUPS groups at a time (GROUPS x 16 contiguous bytes
+of every row a step), and the step's groups run on the integer MMA as one batched dot.
+
+Why (bench/NOTES.md, session 40): decode_mma's W4A8 branch reads 64 rows x two groups a step,
+32 bytes of each row 4 KB apart, and ran W4A8 at M 16 at 60 % of a bare read of its bytes
+on an H100. Session 27 found the cost is where the reads fall in DRAM, not the sectors: the
+same bytes as one 1 KB run a group read 18 % faster, but that layout cost the M = 1 GEMV as
+much. Reading the row-major codes GEMV-like instead (16 rows x 128 bytes a step, one warp a
+program) took the decode kernel from 26.5 / 23.1 / 24.3 us to 20.1 / 18.5 / 19.2 at
+8192^2 / 4096 x 14336 / 14336 x 4096, M 16 (x quantized, partials unreduced), with the
+packing the GEMV wants left as it is.
+
+The arithmetic is decode_mma's IMMA path (decode_mma_steps): the stored codes q + 8 become
+16 q as int8 (bf16_codes.nibble_bytes), each group's int32 sums start from IMMA_BASE's bits
+and read back as float32 exactly, times the group's scale. The step's GROUPS groups are a
+batched [GROUPS, BLOCK_N, 32] x [GROUPS, 32, ROWS] dot, one mma.sync a group (one warp keeps
+the groups in each thread: with two or more warps Triton spread them over the warps and
+summed them through shared memory). The groups' scaled sums add to the accumulator as one
+sum a step, so the bits differ from decode_mma's (one group at a time) by float rounding,
+and depend on the split, like every split decode. Deterministic: the split comes from the
+shape (splitk.py).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+from aoq.kernels import splitk
+from aoq.kernels._common import INTERPRET, backend_of, epilogue
+from aoq.kernels._launch import launch
+from aoq.kernels.bf16_codes import nibble_bytes
+from aoq.kernels.decode_mma_steps import IMMA_BASE, IMMA_BASE_VALUE
+from triton.language.extra.cuda import gdc_wait
+
+from aoq.backends import Backend
+
+TILE = {"BLOCK_N": 16, "STEP_K": 256, "num_warps": 1, "num_stages": 3, "per_sm": 8}
+"""Rows a program, codes a step (eight groups of 32), warps, pipeline depth, split-K programs
+an SM. H100, decode kernel alone, M 16, µs at 8192^2 / 4096 x 14336 / 14336 x 4096
+(``python -m bench.decode_rows --formats w4a8rows``, session 40): this tile 20.1 / 18.5 /
+19.2; 32 rows 20.8 / 18.5 / 19.6; four groups a step 22.5 / 19.3 / 20.8; sixteen 22.9-24.6 /
+19.3-21.6 / 20.1-24.5; 5 stages 26.2 / 19.0 / 26.1; 2 stages 20.2 / 22.0 / 19.2; per_sm 12
+20.6 / 18.4 / 19.9; 64 rows on one warp 23.3 / 20.9 / 21.6."""
+MAX_ROWS = 16
+"""The most activation rows (x pads to 8 or 16 rows: the n of mma.sync's m16n8k32)."""
+GROUP_SIZE = 32
+"""The group W4A8 quantizes in (one integer MMA's K)."""
+
+
+@triton.jit
+def _w4a8_mma_kernel(
+    x_ptr, w_ptr, s_ptr, xs_ptr, b_ptr, y_ptr, p_ptr, c_ptr,
+    M, N, K, stride_sn, stride_sg, K_SPLIT, stride_xm, stride_wn, stride_ym,
+    STATIC: tl.constexpr, HAS_BIAS: tl.constexpr, SPLIT_K: tl.constexpr, TAIL: tl.constexpr,
+    BLOCK_N: tl.constexpr, GROUPS: tl.constexpr, ROWS: tl.constexpr, ASM: tl.constexpr,
+    PDL: tl.constexpr = False, TRIGGER: tl.constexpr = False,
+):  # fmt: skip
+    """Program (n, s): y^T [BLOCK_N, ROWS] over K range s (x's int8 codes [M, K], its scale
+    xs [M] or one scalar (STATIC); codes uint8 [N, K / 2], q + 8 two a byte, low nibble first;
+    scales float32 [N, K / 32] at strides (stride_sn, stride_sg)). Rows past N read row
+    N - 1 and rows of x past M read zeros, so the loop has no masks; a step's GROUPS groups
+    lie inside K (the launcher's step divides K). SPLIT_K > 1 stores float32 partials that
+    the column tile's last program (TAIL: splitk.finish) or splitk.reduce_partials sums;
+    xs and the bias come after the sum. PDL: launched with programmatic dependent launch
+    after the kernel that wrote x and xs, which it waits for before reading them.
+    TRIGGER: splitk.trigger."""
+    splitk.trigger(TRIGGER)
+    pid_n = tl.program_id(0)
+    pid_k = tl.program_id(1)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    rows_n = tl.minimum(offs_n, N - 1)
+    offs_m = tl.arange(0, ROWS)
+    mmask = offs_m < M
+    STEP: tl.constexpr = GROUPS * 32
+    k_lo, k_hi = splitk.k_range(pid_k, K, K_SPLIT, SPLIT_K)
+    wrows = w_ptr + rows_n.to(tl.int64)[:, None] * stride_wn + tl.arange(0, STEP // 2)[None, :]
+    xrows = x_ptr + offs_m.to(tl.int64)[:, None] * stride_xm + tl.arange(0, STEP)[None, :]
+    srows = s_ptr + rows_n.to(tl.int64)[None, :] * stride_sn
+    offs_g = tl.arange(0, GROUPS)[:, None] * stride_sg
+    acc = tl.zeros((BLOCK_N, ROWS), dtype=tl.float32)
+    if PDL:
+        gdc_wait()
+    for k0 in range(k_lo, k_hi, STEP):
+        b = tl.load(wrows + k0 // 2, eviction_policy="evict_first")  # [BLOCK_N, STEP / 2]
+        xt = tl.load(xrows + k0, mask=mmask[:, None], other=0)  # [ROWS, STEP] int8
+        s = tl.load(srows + (k0 // 32) * stride_sg + offs_g)  # [GROUPS, BLOCK_N]
+        lo, hi = nibble_bytes(b, ASM)  # byte j of a row: codes 2j, 2j + 1
+        w = tl.reshape(tl.join(lo, hi), (BLOCK_N, GROUPS, 32))
+        w = tl.permute(w, (1, 0, 2))  # [GROUPS, BLOCK_N, 32]
+        xg = tl.permute(tl.reshape(xt, (ROWS, GROUPS, 32)), (1, 2, 0))  # [GROUPS, 32, ROWS]
+        base = tl.full((GROUPS, BLOCK_N, ROWS), IMMA_BASE, tl.int32)
+        part = tl.dot(w, xg, base, out_dtype=tl.int32)
+        sums = part.to(tl.float32, bitcast=True) - IMMA_BASE_VALUE  # each group's Σ q x
+        acc += tl.sum(sums * s[:, :, None], axis=0)
+    acc = tl.trans(acc)  # [ROWS, BLOCK_N]
+    if SPLIT_K > 1:
+        part_ptrs = p_ptr + pid_k.to(tl.int64) * M * N + offs_m.to(tl.int64)[:, None] * N
+        tl.store(part_ptrs + offs_n[None, :], acc, mask=mmask[:, None] & (offs_n < N)[None, :])
+        if TAIL:
+            splitk.finish(p_ptr, c_ptr, p_ptr, s_ptr, xs_ptr, b_ptr, y_ptr, M, N, stride_ym,
+                          SPLIT_K, TAIL, BLOCK_N)  # fmt: skip
+    else:
+        epilogue(acc, s_ptr, xs_ptr, b_ptr, y_ptr, offs_m, offs_n, M, N, stride_ym, False, True,
+                 STATIC, HAS_BIAS)  # fmt: skip
+
+
+def serves(xq: torch.Tensor, wq: torch.Tensor, w_scale: torch.Tensor) -> bool:
+    """Symmetric W4A8 at 2..MAX_ROWS rows on CUDA or the interpreter: int8 codes of x with
+    unit inner stride, contiguous packed codes uint8 [N, K / 2], float32 scales [N, K / 32]
+    (any strides), K a multiple of 32."""
+    m, k = xq.shape
+    if backend_of(xq.device) is Backend.ROCM or not 2 <= m <= MAX_ROWS:
+        return False
+    return (
+        xq.dtype == torch.int8
+        and xq.stride(1) == 1
+        and wq.dtype == torch.uint8
+        and wq.is_contiguous()
+        and wq.shape[1] * 2 == k
+        and k % GROUP_SIZE == 0
+        and w_scale.dtype == torch.float32
+        and tuple(w_scale.shape) == (wq.shape[0], k // GROUP_SIZE)
+    )
+
+
+def w4a8_mma(
+    xq: torch.Tensor,
+    x_scale: torch.Tensor,
+    wq: torch.Tensor,
+    w_scale: torch.Tensor,
+    bias: torch.Tensor | None,
+    y: torch.Tensor,
+    split: int | None = None,
+    tile: dict | None = None,
+    pdl: bool = False,
+) -> torch.Tensor:
+    """y [M, N] = (xq [M, K] · W^T) * x_scale (+ bias), W symmetric int4 in groups of 32
+    (the caller checked :func:`serves`). ``split`` forces split-K (tests), ``tile`` overrides
+    TILE's keys (probes); ``pdl``: programmatic dependent launch after the activation kernel
+    (the caller checked the GPU has it: _common.pdl)."""
+    m, k = xq.shape
+    n = wq.shape[0]
+    cfg = {**TILE, **(tile or {})}
+    bn = cfg.pop("BLOCK_N")
+    step = splitk.k_step(k, GROUP_SIZE, cfg.pop("STEP_K"))
+    per_sm = cfg.pop("per_sm")
+    n_prog = triton.cdiv(n, bn)
+    p = splitk.plan(y, backend_of(xq.device), n_prog, k, step, split, per_sm=per_sm)
+    epi = dict(row_scale=x_scale, bias=bias)
+    launch(_w4a8_mma_kernel, (n_prog, p.split),
+        xq, wq, w_scale, x_scale, bias if bias is not None else w_scale, y, p.partials,
+        p.counter_arg(), m, n, k, w_scale.stride(0), w_scale.stride(1), p.k_split,
+        xq.stride(0), wq.stride(0), y.stride(0),
+        STATIC=x_scale.dim() == 0, HAS_BIAS=bias is not None, SPLIT_K=p.split,
+        TAIL=p.tail(splitk.epilogue_bits(**epi)), BLOCK_N=bn, GROUPS=step // GROUP_SIZE,
+        ROWS=8 if m <= 8 else 16, ASM=not INTERPRET, PDL=pdl, launch_pdl=pdl,
+        TRIGGER=p.chain, **cfg,
+    )  # fmt: skip
+    p.finish(y, **epi)
+    return y

@@ -1,0 +1,156 @@
+"""kernels/w4a8_mma.py: W4A8 decode at 2..16 rows on row-major codes, against the reference
+(aoq.formats' int_act_linear through int_act_mm's CPU op), at every split, step and scale
+layout it takes, its fused and separate reductions, and int_act_mm's routing to it.
+
+Runs under TRITON_INTERPRET=1 on CPU tensors (``make kernels-interpret``) and on a GPU (the
+assembly's nibbles, mma.sync); the plain CPU unit run skips it.
+"""
+
+import pytest
+import torch
+from _mx_cases import DEV, GPU, NEEDS_KERNELS
+from aoq.kernels import act_quant as aq
+from aoq.kernels import int_act_mm as ia
+from aoq.kernels import splitk
+from aoq.kernels import w4a8_mma as wm
+
+from aoq.formats import affine
+from aoq.formats.packing import pack_uint4
+from aoq.testing.metrics import max_rel_error
+
+pytestmark = NEEDS_KERNELS
+
+
+def _case(m: int, n: int = 80, k: int = 2048, static: bool = False, seed: int = 0):
+    """(host, device) tuples of (xq, xs, codes, row-major scales, bias): symmetric int8
+    activations (one scalar scale if ``static``), a row with wide values."""
+    g = torch.Generator().manual_seed(seed + 13 * m + k)
+    w, x = torch.randn(n, k, generator=g), torch.randn(m, k, generator=g)
+    x[0, :7] *= 40
+    xq, xs, _ = aq.quantize_int8_act(x, 2 if static else 0, torch.tensor(0.035))
+    q4, s4 = affine.quantize_int4_symmetric(w, 32)
+    host = (xq, xs, pack_uint4(q4 + 8), s4, torch.randn(n, generator=g))
+    return host, tuple(t.to(DEV) for t in host)
+
+
+def _want(host, bias: bool = True) -> torch.Tensor:
+    xq, xs, wq, s4, b = host
+    return ia.int_act_mm(xq, xs, None, wq, s4, b if bias else None, None, torch.float32, 0)
+
+
+def _run(dev, split=None, tile=None, bias=True, scales=None) -> torch.Tensor:
+    xq, xs, wq, s4, b = dev
+    y = torch.empty(xq.shape[0], wq.shape[0], dtype=torch.float32, device=DEV)
+    s = s4 if scales is None else scales
+    return wm.w4a8_mma(xq, xs, wq, s, b if bias else None, y, split, tile)
+
+
+@pytest.mark.parametrize("m", [2, 5, 8, 9, 16])
+@pytest.mark.parametrize("split", [1, 3])
+def test_matches_the_reference(m, split):
+    """Rows padded to 8 (M <= 8) or 16, K split or not, with and without a bias: the
+    reference's product to float32 rounding (each group's integer sum is exact; the groups'
+    scaled sums add in another order)."""
+    host, dev = _case(m)
+    for bias in (True, False):
+        got = _run(dev, split, bias=bias)
+        assert max_rel_error(_want(host, bias), got.cpu()) < 1e-6, bias
+
+
+def test_static_activation_scale():
+    """One scalar activation scale (the static form without an int32 bias)."""
+    host, dev = _case(6, static=True)
+    assert host[1].dim() == 0
+    assert max_rel_error(_want(host), _run(dev, 2).cpu()) < 1e-6
+
+
+@pytest.mark.parametrize("k", [2080, 2112, 2176])
+def test_steps_of_fewer_groups_where_k_asks(k):
+    """K a multiple of 32 but not of 256: the step is the largest power-of-two number of
+    groups up to TILE's that divides K (one, two or four groups here)."""
+    host, dev = _case(4, k=k)
+    assert wm.TILE["STEP_K"] // 32 > splitk.k_step(k, 32, wm.TILE["STEP_K"]) // 32
+    assert max_rel_error(_want(host), _run(dev, 2).cpu()) < 1e-6
+
+
+@pytest.mark.parametrize("n", [1, 17, 33])
+def test_rows_past_n(n):
+    """N not a multiple of the program's rows: the rows past N read row N - 1 and are not
+    stored."""
+    host, dev = _case(3, n=n)
+    got = _run(dev)
+    assert got.shape == (3, n)
+    assert max_rel_error(_want(host), got.cpu()) < 1e-6
+
+
+@pytest.mark.parametrize("tile", [{"BLOCK_N": 32}, {"STEP_K": 128}, {"STEP_K": 512}])
+def test_other_tiles(tile):
+    host, dev = _case(7)
+    assert max_rel_error(_want(host), _run(dev, 2, tile).cpu()) < 1e-6
+
+
+def test_scales_in_either_order():
+    """Group-major scales (aoq.tensors.int4's CUDA layout, strides (1, N)) read at their
+    strides: the same loaded values, so the same bits as row-major ones."""
+    _, dev = _case(5)
+    s_gm = dev[3].t().contiguous().t()
+    assert s_gm.stride() == (1, s_gm.shape[0])
+    assert torch.equal(_run(dev, 3, scales=s_gm), _run(dev, 3))
+
+
+def test_fused_and_separate_reductions_agree(monkeypatch):
+    """The split's partials summed by the column tile's last program (eager) or by the
+    reduction kernel (graph capture, AOQ_FUSED_SPLITK=0): split order either way, the same
+    bits."""
+    _, dev = _case(6)
+    fused = _run(dev, 3)
+    monkeypatch.setattr(splitk, "FUSED", False)
+    assert torch.equal(_run(dev, 3), fused)
+
+
+def test_serves():
+    _, (xq, _, wq, s4, _) = _case(4)
+    assert wm.serves(xq, wq, s4)
+    assert not wm.serves(xq[:1], wq, s4)  # one row: the GEMV's
+    x17 = torch.zeros(17, xq.shape[1], dtype=torch.int8, device=DEV)
+    assert not wm.serves(x17, wq, s4)
+    assert not wm.serves(xq.float(), wq, s4)
+    assert not wm.serves(xq, wq, s4[:, :-1])  # groups of 64 or more: decode_mma's
+    assert not wm.serves(xq, wq.view(torch.int8), s4)
+    assert not wm.serves(xq, wq[:, :-16], s4)
+
+
+@pytest.mark.parametrize("mode", [0, 1], ids=["sym", "asym"])
+def test_int_act_mm_routes_decode_rows_here(monkeypatch, mode):
+    """int_act_mm's W4A8 decode above GEMV_ROWS: symmetric activations here, with zero points
+    decode_mma (x - x_zero takes 9 bits: no int8 MMA); both the reference's product."""
+    from aoq.kernels import decode_mma as dm
+
+    calls = []
+    real_r, real_d = ia.w4a8_mma, dm.decode_mma
+    monkeypatch.setattr(ia, "w4a8_mma", lambda *a, **k: calls.append("rows") or real_r(*a, **k))
+    monkeypatch.setattr(dm, "decode_mma", lambda *a, **k: calls.append("mma") or real_d(*a, **k))
+    g = torch.Generator().manual_seed(mode)
+    w, x = torch.randn(80, 1024, generator=g), torch.randn(5, 1024, generator=g)
+    xq, xs, xz = aq.quantize_int8_act(x, mode, None)
+    zero = xz if mode == 1 else None
+    q4, s4 = affine.quantize_int4_symmetric(w, 32)
+    wq, bias = pack_uint4(q4 + 8), torch.randn(80, generator=g)
+    want = ia.int_act_mm(xq, xs, zero, wq, s4, bias, None, torch.float32, 0)
+    dev = [t.to(DEV) if t is not None else None for t in (xq, xs, zero, wq, s4, bias)]
+    got = ia.int_act_mm_triton(*dev, None, torch.float32, 0)
+    assert calls == ["rows" if mode == 0 else "mma"]
+    assert max_rel_error(want, got.cpu()) < 1e-6
+
+
+@pytest.mark.skipif(not GPU, reason="a GPU: programmatic dependent launch")
+def test_pdl_gives_the_plain_launch_bits():
+    from aoq.kernels import _common
+
+    if not _common.pdl(torch.device(DEV)):
+        pytest.skip("no programmatic dependent launch on this GPU")
+    _, dev = _case(12)
+    xq, xs, wq, s4, b = dev
+    y = torch.empty(12, wq.shape[0], dtype=torch.float32, device=DEV)
+    got = wm.w4a8_mma(xq, xs, wq, s4, b, y, 3, pdl=True).clone()
+    assert torch.equal(got, _run(dev, 3))
