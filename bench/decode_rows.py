@@ -130,11 +130,12 @@ def _gemv_runner(x: torch.Tensor, t: tuple, tile: dict) -> Any:
     def call() -> torch.Tensor:
         if not gemv:
             xq, xs, _ = act_quant.quantize_int8_act_triton(x, 0, None, pdl)
-            rows, ia.GEMV_ROWS = ia.GEMV_ROWS, 0 if mma else ia.GEMV_ROWS
+            rows, start = ia.GEMV_ROWS, ia.ROWS_MMA_FROM
+            ia.GEMV_ROWS, ia.ROWS_MMA_FROM = (0, 2) if mma else (rows, start)
             try:
                 return int_act_mm_triton(xq, xs, None, t[0], s, None, None, x.dtype, 0, None, pdl)
             finally:
-                ia.GEMV_ROWS = rows
+                ia.GEMV_ROWS, ia.ROWS_MMA_FROM = rows, start
         xq, xs = (x, xs1) if xq_in else act_quant.quantize_int8_act_triton(x, 0, None, pdl)[:2]
         w4a8_gemv((xq, xs, xs, t[0], s, s, s, s), y, x.shape[1], 32, flags, None, xq_in,
                   pdl and not xq_in, tile)  # fmt: skip

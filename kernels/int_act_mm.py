@@ -172,9 +172,11 @@ def _tuned(strategy: Strategy, device: torch.device, group_size: int):
 
 GEMV_ROWS = 3
 """W4A8 decode takes the dp4a GEMV (w4a8_gemv: the codes loaded once for every row, up to
-its MAX_ROWS) up to this many rows, decode_mma above, with programmatic dependent launch up
-to here too (triton_linear._pdl). H200, activation kernel + decode under PDL, 8192^2 / 4096
-x 14336 / 14336 x 4096 (``python -m bench.decode_rows --formats w4a8gemv --extra
+its MAX_ROWS) up to this many rows (symmetric activations: below ROWS_MMA_FROM), the matrix
+units above (w4a8_mma; decode_mma for zero points), with programmatic dependent launch up
+to PDL_ROWS (triton_linear._pdl). Before session 40's w4a8_mma: H200, activation kernel +
+decode under PDL, 8192^2 / 4096 x 14336 / 14336 x 4096 (``python -m bench.decode_rows
+--formats w4a8gemv --extra
 '{"w4a8gemv": [{"GEMV": true, "PDL": true}]}'``, session 34): M 2 23.9 / 20.7 / 22.9 us on
 decode_mma, 16.8 / 14.7 / 15.8 on the GEMV; M 3 23.9 / 21.3 / 23.5 against 20.8 / 18.6 /
 19.1 (512-code steps: GEMV_TILE's STEP_K_ROWS); M 4 24.1 / 21.3 / 23.3 against 24.1 / 21.5 /
@@ -182,8 +184,17 @@ decode_mma, 16.8 / 14.7 / 15.8 on the GEMV; M 3 23.9 / 21.3 / 23.5 against 20.8 
 MMAs do not."""
 
 ROWS_MMA = os.environ.get("AOQ_W4A8_ROWS", "1") != "0"
-"""Off: W4A8 above GEMV_ROWS takes decode_mma, as before session 40, instead of w4a8_mma
-(A/B runs, bisecting)."""
+"""Off: W4A8 decode takes the GEMV up to GEMV_ROWS and decode_mma above, as before session 40,
+instead of w4a8_mma from ROWS_MMA_FROM rows (A/B runs, bisecting)."""
+
+ROWS_MMA_FROM = 3
+"""W4A8 decode with symmetric activations takes w4a8_mma (the integer MMA on row-major codes)
+from this many rows, before the GEMV's GEMV_ROWS. H100, activation kernel + decode, graph
+replays, 8192^2 / 4096 x 14336 / 14336 x 4096 (``python -m bench.decode_rows --formats
+w4a8gemv --ms 2,3 --extra '{"w4a8gemv": [{"MMA": true}]}'``, session 40): M 3 22.4 / 18.6 /
+21.7 us against the GEMV's 26.6 / 25.2 / 25.4; M 2 22.7 / 18.5 / 21.6 against the GEMV under
+PDL's 23.9 / 20.9 / 19.4, mixed, so M 2 keeps the GEMV. Zero-point activations keep the GEMV
+up to GEMV_ROWS."""
 
 PDL_ROWS = 2
 """W8A8, W4A8 and fp8 decode take programmatic dependent launch (``pdl``) up to this many
@@ -297,14 +308,14 @@ def _int_act(
         return y.to(out_dtype)
     static = x_scale.dim() == 0
     decode = Strategy(strategy) is Strategy.DECODE
-    rows = m == 1 or (m <= GEMV_ROWS and xq.is_contiguous())  # (its rows K apart)
-    gemv = decode and int4 and rows and gs <= 1 << 14
-    rows_mma = ROWS_MMA and decode and int4 and not gemv and bias_int is None and not asym
-    if rows_mma and rows_mma_serves(xq, wq, w_scale):
-        # GEMV_ROWS < M <= 16, symmetric x, groups of 32 on CUDA: the row-major codes read
-        # GEMV-like on the integer MMA (w4a8_mma.py: 20 % under decode_mma on an H100)
+    rows_mma = ROWS_MMA and decode and int4 and m >= ROWS_MMA_FROM and bias_int is None
+    if rows_mma and not asym and rows_mma_serves(xq, wq, w_scale):
+        # ROWS_MMA_FROM <= M <= 16, symmetric x, groups of 32 on CUDA: the row-major codes
+        # read GEMV-like on the integer MMA (w4a8_mma.py: 20 % under decode_mma on an H100)
         w4a8_mma(xq, x_scale, wq, w_scale, bias, y, split, pdl=pdl)
         return y.to(out_dtype)
+    rows = m == 1 or (m <= GEMV_ROWS and xq.is_contiguous())  # (its rows K apart)
+    gemv = decode and int4 and rows and gs <= 1 << 14
     if (
         decode and int4 and not gemv and m > 1 and bias_int is None
         and dm.serves(xq, wq, groups, W4, w_scale)

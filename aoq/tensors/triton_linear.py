@@ -248,10 +248,11 @@ def _int_act(strategy: int) -> Callable[..., torch.Tensor]:
 
 
 def _w4a8_decode_scale(xq: torch.Tensor, w: Any, bias_int: Any) -> torch.Tensor:
-    """W4A8's group-major scales where int_act_mm hands the call to decode_mma
-    (int_act_mm.GEMV_ROWS < M <= 16, no int32 bias; the GEMV reads row-major), else the
-    row-major ones."""
-    if bias_int is not None or xq.shape[0] <= _k.int_act_mm.GEMV_ROWS:
+    """W4A8's group-major scales where int_act_mm hands the call to the matrix-unit decode
+    (w4a8_mma from int_act_mm.ROWS_MMA_FROM rows, decode_mma above GEMV_ROWS; up to 16, no
+    int32 bias), else the row-major ones (the GEMV reads either)."""
+    ia = _k.int_act_mm
+    if bias_int is not None or xq.shape[0] < min(ia.ROWS_MMA_FROM, ia.GEMV_ROWS + 1):
         return w.scale
     gm = _group_major(xq, w, _k._common.WeightFormat.INT4_SYM)
     return gm[0] if gm is not None else w.scale

@@ -78,8 +78,9 @@ def test_rows_refused_past_the_limit():
 @pytest.mark.parametrize("rows", [1, 4])
 def test_decode_takes_the_gemv_up_to_gemv_rows(monkeypatch, rows):
     """int_act_mm's W4A8 decode (symmetric activations): the GEMV for M <= GEMV_ROWS,
-    w4a8_mma above; both the reference's product."""
+    w4a8_mma above (ROWS_MMA_FROM just past it here); both the reference's product."""
     monkeypatch.setattr(ia, "GEMV_ROWS", rows)
+    monkeypatch.setattr(ia, "ROWS_MMA_FROM", rows + 1)
     calls = []
     real_g, real_r = wg.w4a8_gemv, ia.w4a8_mma
     monkeypatch.setattr(ia, "w4a8_gemv", lambda *a, **k: calls.append("gemv") or real_g(*a, **k))

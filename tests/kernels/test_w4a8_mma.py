@@ -143,6 +143,29 @@ def test_int_act_mm_routes_decode_rows_here(monkeypatch, mode):
     assert max_rel_error(want, got.cpu()) < 1e-6
 
 
+@pytest.mark.parametrize("m", [2, 3])
+@pytest.mark.parametrize("mode", [0, 1], ids=["sym", "asym"])
+def test_rows_from_rows_mma_from(monkeypatch, m, mode):
+    """At the GEMV's rows, symmetric activations take w4a8_mma from ROWS_MMA_FROM (3) on,
+    the GEMV below it; zero points keep the GEMV up to GEMV_ROWS."""
+    calls = []
+    real_r, real_g = ia.w4a8_mma, ia.w4a8_gemv
+    monkeypatch.setattr(ia, "w4a8_mma", lambda *a, **k: calls.append("rows") or real_r(*a, **k))
+    monkeypatch.setattr(ia, "w4a8_gemv", lambda *a, **k: calls.append("gemv") or real_g(*a, **k))
+    assert ia.ROWS_MMA_FROM == 3 and ia.GEMV_ROWS == 3
+    g = torch.Generator().manual_seed(m)
+    x = torch.randn(m, 1024, generator=g)
+    xq, xs, xz = aq.quantize_int8_act(x, mode, None)
+    q4, s4 = affine.quantize_int4_symmetric(torch.randn(48, 1024, generator=g), 32)
+    zero = xz if mode == 1 else None
+    args = (xq, xs, zero, pack_uint4(q4 + 8), s4, None)
+    want = ia.int_act_mm(*args, None, torch.float32, 0)
+    dev = [t.to(DEV) if t is not None else None for t in args]
+    got = ia.int_act_mm_triton(*dev, None, torch.float32, 0)
+    assert calls == ["rows" if m >= 3 and mode == 0 else "gemv"]
+    assert max_rel_error(want, got.cpu()) < 1e-6
+
+
 @pytest.mark.skipif(not GPU, reason="a GPU: programmatic dependent launch")
 def test_pdl_gives_the_plain_launch_bits():
     from aoq.kernels import _common

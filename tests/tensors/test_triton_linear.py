@@ -40,12 +40,13 @@ def test_group_major_int4_parameters_only_where_decode_mma_reads_them():
         assert s is w.scale and z is w.zero_point
 
 
-def test_group_major_w4a8_scales_only_where_decode_mma_reads_them():
+def test_group_major_w4a8_scales_only_where_the_matrix_decode_reads_them():
     """W4A8 weights on CUDA carry group-major scales too; the decode path hands them to
-    int_act_mm only where it runs decode_mma (int8 codes, GEMV_ROWS < M <= 16, no int32
-    bias): the GEMV (M <= GEMV_ROWS) and the M > 16 kernel read row-major and would copy a
-    view back every call."""
-    from aoq.kernels.int_act_mm import GEMV_ROWS
+    int_act_mm only where it may run the matrix-unit decode (int8 codes, ROWS_MMA_FROM <= M
+    <= 16, no int32 bias: w4a8_mma, or decode_mma for zero points above GEMV_ROWS, the GEMV
+    below that, which reads either order): the GEMV's rows below ROWS_MMA_FROM and the M > 16
+    kernel read row-major and would copy a view back every call."""
+    from aoq.kernels.int_act_mm import ROWS_MMA_FROM
 
     from aoq.tensors.base import ActQuant
     from aoq.tensors.int4 import Int4Tensor
@@ -55,8 +56,8 @@ def test_group_major_w4a8_scales_only_where_decode_mma_reads_them():
     xq = torch.randint(-127, 128, (16, 256), dtype=torch.int8)
     s = tlin._w4a8_decode_scale(xq, w, None)
     assert s.stride() == (1, 64) and torch.equal(s, w.scale)
-    assert tlin._w4a8_decode_scale(xq[: GEMV_ROWS + 1], w, None).stride() == (1, 64)
-    for x, bias_int in ((xq[:1], None), (xq[:GEMV_ROWS], None),
+    assert tlin._w4a8_decode_scale(xq[:ROWS_MMA_FROM], w, None).stride() == (1, 64)
+    for x, bias_int in ((xq[:1], None), (xq[: ROWS_MMA_FROM - 1], None),
                         (torch.zeros(17, 256, dtype=torch.int8), None),
                         (xq, torch.zeros(64, dtype=torch.int32))):  # fmt: skip
         assert tlin._w4a8_decode_scale(x, w, bias_int) is w.scale
