@@ -173,15 +173,10 @@ def _tuned(strategy: Strategy, device: torch.device, group_size: int):
 GEMV_ROWS = 3
 """W4A8 decode takes the dp4a GEMV (w4a8_gemv: the codes loaded once for every row, up to
 its MAX_ROWS) up to this many rows (symmetric activations: below ROWS_MMA_FROM), the matrix
-units above (w4a8_mma; decode_mma for zero points), with programmatic dependent launch up
-to PDL_ROWS (triton_linear._pdl). Before session 40's w4a8_mma: H200, activation kernel +
-decode under PDL, 8192^2 / 4096 x 14336 / 14336 x 4096 (``python -m bench.decode_rows
---formats w4a8gemv --extra
-'{"w4a8gemv": [{"GEMV": true, "PDL": true}]}'``, session 34): M 2 23.9 / 20.7 / 22.9 us on
-decode_mma, 16.8 / 14.7 / 15.8 on the GEMV; M 3 23.9 / 21.3 / 23.5 against 20.8 / 18.6 /
-19.1 (512-code steps: GEMV_TILE's STEP_K_ROWS); M 4 24.1 / 21.3 / 23.3 against 24.1 / 21.5 /
-22.2, a tie, so decode_mma keeps M 4: the GEMV's dp4a work grows with the rows, decode_mma's
-MMAs do not."""
+units above (w4a8_mma; decode_mma for zero points), with programmatic dependent launch up to
+here (triton_linear._pdl). H200 before w4a8_mma, activation kernel + decode under PDL
+(session 34): M 3 20.8 / 18.6 / 19.1 us on the GEMV against decode_mma's 23.9 / 21.3 / 23.5,
+M 4 a tie: the GEMV's dp4a work grows with the rows, the MMAs' do not."""
 
 ROWS_MMA = os.environ.get("AOQ_W4A8_ROWS", "1") != "0"
 """Off: W4A8 decode takes the GEMV up to GEMV_ROWS and decode_mma above, as before session 40,
