@@ -1,15 +1,17 @@
-"""W4A8 decode at int_act_mm.GEMV_ROWS < M <= 16 (symmetric int8 activations) on row-major
-codes: each program reads BLOCK_N rows GROUPS groups at a time (GROUPS x 16 contiguous bytes
-of every row a step), and the step's groups run on the integer MMA as one batched dot.
+"""W4A8 decode from int_act_mm.ROWS_MMA_FROM rows to 16 (symmetric int8 activations) on
+row-major codes: each program reads BLOCK_N rows GROUPS groups at a time (GROUPS x 16
+contiguous bytes of every row a step), and the step's groups run on the integer MMA as one
+batched dot.
 
 Why (bench/NOTES.md, session 40): decode_mma's W4A8 branch reads 64 rows x two groups a step,
 32 bytes of each row 4 KB apart, and ran W4A8 at M 16 at 60 % of a bare read of its bytes
 on an H100. Session 27 found the cost is where the reads fall in DRAM, not the sectors: the
 same bytes as one 1 KB run a group read 18 % faster, but that layout cost the M = 1 GEMV as
 much. Reading the row-major codes GEMV-like instead (16 rows x 128 bytes a step, one warp a
-program) took the decode kernel from 26.5 / 23.1 / 24.3 us to 20.1 / 18.5 / 19.2 at
-8192^2 / 4096 x 14336 / 14336 x 4096, M 16 (x quantized, partials unreduced), with the
-packing the GEMV wants left as it is.
+program) took the decode kernel from 26.5 / 23.8 / 24.1 us to 21.2 / 17.8 / 20.6 at
+8192^2 / 4096 x 14336 / 14336 x 4096, M 16 (x quantized; with its split's reduction), and
+the bench's W4A8 M16 from 28.4 / 25.1 / 27.0 to 23.4 / 20.0 / 23.2 (1.7x to 2.0-2.2x bf16),
+with the packing the GEMV wants left as it is.
 
 The arithmetic is decode_mma's IMMA path (decode_mma_steps): the stored codes q + 8 become
 16 q as int8 (bf16_codes.nibble_bytes), each group's int32 sums start from IMMA_BASE's bits
@@ -38,8 +40,9 @@ from aoq.backends import Backend
 
 TILE = {"BLOCK_N": 16, "STEP_K": 256, "num_warps": 1, "num_stages": 3, "per_sm": 8}
 """Rows a program, codes a step (eight groups of 32), warps, pipeline depth, split-K programs
-an SM. H100, decode kernel alone, M 16, µs at 8192^2 / 4096 x 14336 / 14336 x 4096
-(``python -m bench.decode_rows --formats w4a8rows``, session 40): this tile 20.1 / 18.5 /
+an SM. H100, decode kernel alone, M 16, µs at 8192^2 / 4096 x 14336 / 14336 x 4096 (a probe
+of this loop, partials unreduced, session 40; ``python -m bench.decode_rows --formats
+w4a8rows`` times the kernel itself): this tile 20.1 / 18.5 /
 19.2; 32 rows 20.8 / 18.5 / 19.6; four groups a step 22.5 / 19.3 / 20.8; sixteen 22.9-24.6 /
 19.3-21.6 / 20.1-24.5; 5 stages 26.2 / 19.0 / 26.1; 2 stages 20.2 / 22.0 / 19.2; per_sm 12
 20.6 / 18.4 / 19.9; 64 rows on one warp 23.3 / 20.9 / 21.6."""
