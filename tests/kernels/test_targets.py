@@ -99,3 +99,18 @@ def test_dependent_launch_specs_wait_before_they_read():
         row = targets.compile_spec(spec, "sm90", asm=True)
         assert row["ok"] and "griddepcontrol.wait" in row["asm"], spec.name
     assert not [s for s in targets.specs("gfx942") if s.name.endswith("_pdl")]
+
+
+def test_w4a8_rows_pipelines_its_scales():
+    """kernels/w4a8_mma.py's loop carries its own num_stages (tl.range): Triton 3.6 then
+    copies the float32 scales ahead with cp.async like the codes and x, where under the
+    launch's num_stages alone it loaded them in the step (LDG: a DRAM latency a step, 3 us of
+    21 at M 16 on an H100, bench/NOTES.md session 40). Compiled for sm90, no GPU."""
+    from bench import sass
+
+    (spec,) = sass.pick("sm90", ["w4a8.mma_rows"])
+    res = sass.look(spec, "sm90", n_loops=1)
+    assert res["ok"] and res["spills"] == 0
+    (main,) = res["loops"]
+    assert main["mix"]["IMMA"] >= 8 and main["mix"]["LDGSTS"] >= 12, main["mix"]
+    assert "LDG" not in main["mix"], main["mix"]
