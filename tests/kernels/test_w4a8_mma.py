@@ -120,49 +120,33 @@ def test_serves():
     assert not wm.serves(xq, wq[:, :-16], s4)
 
 
-@pytest.mark.parametrize("mode", [0, 1], ids=["sym", "asym"])
-def test_int_act_mm_routes_decode_rows_here(monkeypatch, mode):
-    """int_act_mm's W4A8 decode above GEMV_ROWS: symmetric activations here, with zero points
-    decode_mma (x - x_zero takes 9 bits: no int8 MMA); both the reference's product."""
+ROUTES = {(2, 0): "gemv", (3, 0): "rows", (5, 0): "rows", (2, 1): "gemv", (3, 1): "gemv",
+          (5, 1): "mma"}  # fmt: skip
+"""(M, activation mode) -> the kernel int_act_mm's W4A8 decode runs."""
+
+
+@pytest.mark.parametrize(("m", "mode"), list(ROUTES))
+def test_int_act_mm_routes_by_rows_and_mode(monkeypatch, m, mode):
+    """Symmetric activations take w4a8_mma from ROWS_MMA_FROM (3) rows, the GEMV below it;
+    zero points keep the GEMV up to GEMV_ROWS and decode_mma above (x - x_zero takes 9 bits:
+    no int8 MMA); each the reference's product."""
     from aoq.kernels import decode_mma as dm
 
     calls = []
-    real_r, real_d = ia.w4a8_mma, dm.decode_mma
-    monkeypatch.setattr(ia, "w4a8_mma", lambda *a, **k: calls.append("rows") or real_r(*a, **k))
-    monkeypatch.setattr(dm, "decode_mma", lambda *a, **k: calls.append("mma") or real_d(*a, **k))
-    g = torch.Generator().manual_seed(mode)
-    w, x = torch.randn(80, 1024, generator=g), torch.randn(5, 1024, generator=g)
-    xq, xs, xz = aq.quantize_int8_act(x, mode, None)
-    zero = xz if mode == 1 else None
-    q4, s4 = affine.quantize_int4_symmetric(w, 32)
-    wq, bias = pack_uint4(q4 + 8), torch.randn(80, generator=g)
-    want = ia.int_act_mm(xq, xs, zero, wq, s4, bias, None, torch.float32, 0)
-    dev = [t.to(DEV) if t is not None else None for t in (xq, xs, zero, wq, s4, bias)]
-    got = ia.int_act_mm_triton(*dev, None, torch.float32, 0)
-    assert calls == ["rows" if mode == 0 else "mma"]
-    assert max_rel_error(want, got.cpu()) < 1e-6
-
-
-@pytest.mark.parametrize("m", [2, 3])
-@pytest.mark.parametrize("mode", [0, 1], ids=["sym", "asym"])
-def test_rows_from_rows_mma_from(monkeypatch, m, mode):
-    """At the GEMV's rows, symmetric activations take w4a8_mma from ROWS_MMA_FROM (3) on,
-    the GEMV below it; zero points keep the GEMV up to GEMV_ROWS."""
-    calls = []
-    real_r, real_g = ia.w4a8_mma, ia.w4a8_gemv
+    real_r, real_g, real_d = ia.w4a8_mma, ia.w4a8_gemv, dm.decode_mma
     monkeypatch.setattr(ia, "w4a8_mma", lambda *a, **k: calls.append("rows") or real_r(*a, **k))
     monkeypatch.setattr(ia, "w4a8_gemv", lambda *a, **k: calls.append("gemv") or real_g(*a, **k))
+    monkeypatch.setattr(dm, "decode_mma", lambda *a, **k: calls.append("mma") or real_d(*a, **k))
     assert ia.ROWS_MMA_FROM == 3 and ia.GEMV_ROWS == 3
-    g = torch.Generator().manual_seed(m)
-    x = torch.randn(m, 1024, generator=g)
+    g = torch.Generator().manual_seed(7 * m + mode)
+    w, x = torch.randn(80, 1024, generator=g), torch.randn(m, 1024, generator=g)
     xq, xs, xz = aq.quantize_int8_act(x, mode, None)
-    q4, s4 = affine.quantize_int4_symmetric(torch.randn(48, 1024, generator=g), 32)
-    zero = xz if mode == 1 else None
-    args = (xq, xs, zero, pack_uint4(q4 + 8), s4, None)
+    q4, s4 = affine.quantize_int4_symmetric(w, 32)
+    args = (xq, xs, xz if mode == 1 else None, pack_uint4(q4 + 8), s4, torch.randn(80, generator=g))
     want = ia.int_act_mm(*args, None, torch.float32, 0)
     dev = [t.to(DEV) if t is not None else None for t in args]
     got = ia.int_act_mm_triton(*dev, None, torch.float32, 0)
-    assert calls == ["rows" if m >= 3 and mode == 0 else "gemv"]
+    assert calls == [ROUTES[m, mode]]
     assert max_rel_error(want, got.cpu()) < 1e-6
 
 
