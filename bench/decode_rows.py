@@ -109,7 +109,8 @@ def parse_shapes(spec: str | None) -> tuple[tuple[int, int], ...]:
 
 def _gemv_runner(x: torch.Tensor, t: tuple, tile: dict) -> Any:
     """W4A8 decode as the bench's graphs run it: the activation kernel, then the GEMV (M = 1)
-    or int_act_mm's decode (decode_mma on group-major scales)."""
+    or int_act_mm's decode (on group-major scales). ``ASYM``: activations with zero points;
+    ``ROWS_MMA`` false: int_act_mm.ROWS_MMA off (decode_mma where w4a8_mma would serve)."""
     from aoq.kernels import act_quant
     from aoq.kernels import int_act_mm as ia
     from aoq.kernels.int_act_mm import int_act_mm_triton
@@ -117,6 +118,9 @@ def _gemv_runner(x: torch.Tensor, t: tuple, tile: dict) -> Any:
 
     tile = dict(tile)
     xq_in, pdl = tile.pop("XQ", False), tile.pop("PDL", False)
+    mode, rows_mma = (1 if tile.pop("ASYM", False) else 0), tile.pop("ROWS_MMA", ia.ROWS_MMA)
+    if xq_in and mode:
+        raise ValueError("XQ (x quantized in the GEMV) is timed with symmetric activations")
     m = x.shape[0]
     if tile.pop("TILED", False):
         return _group_tiles_runner(x, t, tile, pdl)
@@ -124,21 +128,26 @@ def _gemv_runner(x: torch.Tensor, t: tuple, tile: dict) -> Any:
     mma = tile.pop("MMA", False)  # M > 1: decode_mma even where int_act_mm takes the GEMV
     s = t[1].t().contiguous().t() if tile.pop("SGM", False) or not gemv else t[1]
     y = torch.empty(m, t[0].shape[0], dtype=x.dtype, device=x.device)
-    flags = dict(GROUP_SIZE=32, ASYM=False, STATIC=False, HAS_BIAS=False, HAS_BIAS_INT=False)
+    flags = dict(GROUP_SIZE=32, ASYM=mode == 1, STATIC=False, HAS_BIAS=False, HAS_BIAS_INT=False)
     xs1 = torch.empty(1, dtype=torch.float32, device=x.device)
 
     def call() -> torch.Tensor:
         if not gemv:
-            xq, xs, _ = act_quant.quantize_int8_act_triton(x, 0, None, pdl)
-            rows, start = ia.GEMV_ROWS, ia.ROWS_MMA_FROM
-            ia.GEMV_ROWS, ia.ROWS_MMA_FROM = (0, 2) if mma else (rows, start)
+            xq, xs, xz = act_quant.quantize_int8_act_triton(x, mode, None, pdl)
+            was = ia.GEMV_ROWS, ia.ROWS_MMA_FROM, ia.ROWS_MMA
+            ia.GEMV_ROWS, ia.ROWS_MMA_FROM = (0, 2) if mma else was[:2]
+            ia.ROWS_MMA = rows_mma
             try:
-                return int_act_mm_triton(xq, xs, None, t[0], s, None, None, x.dtype, 0, None, pdl)
+                return int_act_mm_triton(xq, xs, xz if mode else None, t[0], s, None, None,
+                                         x.dtype, 0, None, pdl)  # fmt: skip
             finally:
-                ia.GEMV_ROWS, ia.ROWS_MMA_FROM = rows, start
-        xq, xs = (x, xs1) if xq_in else act_quant.quantize_int8_act_triton(x, 0, None, pdl)[:2]
-        w4a8_gemv((xq, xs, xs, t[0], s, s, s, s), y, x.shape[1], 32, flags, None, xq_in,
-                  pdl and not xq_in, tile)  # fmt: skip
+                ia.GEMV_ROWS, ia.ROWS_MMA_FROM, ia.ROWS_MMA = was
+        if xq_in:
+            xq, xs, xz = x, xs1, xs1
+        else:
+            xq, xs, xz = act_quant.quantize_int8_act_triton(x, mode, None, pdl)
+        w4a8_gemv((xq, xs, xz if mode else xs, t[0], s, s, s, s), y, x.shape[1], 32, flags, None,
+                  xq_in, pdl and not xq_in, tile)  # fmt: skip
         return y
 
     return call
@@ -260,13 +269,17 @@ def _static_gemv_runner(x: torch.Tensor, t: tuple, tile: dict) -> Any:
 
 
 def _rows_runner(x: torch.Tensor, t: tuple, tile: dict) -> Any:
-    """kernels/w4a8_mma.py alone (x quantized before), at its TILE with ``tile``'s keys."""
+    """kernels/w4a8_mma.py alone (x quantized before), at its TILE with ``tile``'s keys
+    (``ASYM``: activations with zero points)."""
     from aoq.kernels import act_quant
     from aoq.kernels.w4a8_mma import w4a8_mma
 
-    xq, xs, _ = act_quant.quantize_int8_act_triton(x, 0, None)
+    tile = dict(tile)
+    mode = 1 if tile.pop("ASYM", False) else 0
+    xq, xs, xz = act_quant.quantize_int8_act_triton(x, mode, None)
     y = torch.empty(x.shape[0], t[0].shape[0], dtype=torch.float32, device=x.device)
-    return lambda: w4a8_mma(xq, xs, t[0], t[1], None, y, tile=dict(tile))
+    zero = xz if mode else None
+    return lambda: w4a8_mma(xq, xs, t[0], t[1], None, y, tile=dict(tile), x_zero=zero)
 
 
 def _runner_of(wf: Any, groups: int, x: torch.Tensor, t: tuple, tile: dict, fmt: str) -> Any:

@@ -173,10 +173,10 @@ def _tuned(strategy: Strategy, device: torch.device, group_size: int):
 GEMV_ROWS = 3
 """W4A8 decode takes the dp4a GEMV (w4a8_gemv: the codes loaded once for every row, up to
 its MAX_ROWS) up to this many rows (symmetric activations: below ROWS_MMA_FROM), the matrix
-units above (w4a8_mma; decode_mma for zero points), with programmatic dependent launch up to
-here (triton_linear._pdl). H200 before w4a8_mma, activation kernel + decode under PDL
-(session 34): M 3 20.8 / 18.6 / 19.1 us on the GEMV against decode_mma's 23.9 / 21.3 / 23.5,
-M 4 a tie: the GEMV's dp4a work grows with the rows, the MMAs' do not."""
+units above (w4a8_mma), with programmatic dependent launch up to here (triton_linear._pdl).
+H200 before w4a8_mma, activation kernel + decode under PDL (session 34): M 3 20.8 / 18.6 /
+19.1 us on the GEMV against decode_mma's 23.9 / 21.3 / 23.5, M 4 a tie: the GEMV's dp4a work
+grows with the rows, the MMAs' do not."""
 
 ROWS_MMA = os.environ.get("AOQ_W4A8_ROWS", "1") != "0"
 """Off: W4A8 decode takes the GEMV up to GEMV_ROWS and decode_mma above, as before session 40,
@@ -303,11 +303,12 @@ def _int_act(
         return y.to(out_dtype)
     static = x_scale.dim() == 0
     decode = Strategy(strategy) is Strategy.DECODE
-    rows_mma = ROWS_MMA and decode and int4 and m >= ROWS_MMA_FROM and bias_int is None
-    if rows_mma and not asym and rows_mma_serves(xq, wq, w_scale):
-        # ROWS_MMA_FROM <= M <= 16, symmetric x, groups of 32 on CUDA: the row-major codes
-        # read GEMV-like on the integer MMA (w4a8_mma.py: 20 % under decode_mma on an H100)
-        w4a8_mma(xq, x_scale, wq, w_scale, bias, y, split, pdl=pdl)
+    start = GEMV_ROWS + 1 if asym else ROWS_MMA_FROM  # (zero points: past the GEMV's rows)
+    rows_mma = ROWS_MMA and decode and int4 and m >= start and bias_int is None
+    if rows_mma and rows_mma_serves(xq, wq, w_scale):
+        # up to 16 rows, groups of 32 on CUDA: the row-major codes read GEMV-like on the
+        # integer MMA (w4a8_mma.py: 20 % under decode_mma on an H100)
+        w4a8_mma(xq, x_scale, wq, w_scale, bias, y, split, pdl=pdl, x_zero=x_zero if asym else None)
         return y.to(out_dtype)
     rows = m == 1 or (m <= GEMV_ROWS and xq.is_contiguous())  # (its rows K apart)
     gemv = decode and int4 and rows and gs <= 1 << 14

@@ -193,23 +193,24 @@ def decode_mma_specs(target: str) -> list[Spec]:
 
 def w4a8_mma_specs(target: str) -> list[Spec]:
     """kernels/w4a8_mma.py (W4A8 at GEMV_ROWS < M <= 16 on row-major codes, the groups of a
-    step one batched integer dot): x padded to 16 and 8 rows, with PDL and chained on
-    PDL_TARGETS. Its nibbles are NVIDIA PTX; AMD compiles the plain path (not served there:
-    ROCm keeps decode_mma)."""
+    step one batched integer dot): x padded to 16 and 8 rows, with zero points (a second
+    dot against them), with PDL and chained on PDL_TARGETS. Its nibbles are NVIDIA PTX; AMD
+    compiles the plain path (not served there: ROCm keeps decode_mma)."""
     from aoq.kernels.w4a8_mma import TILE
 
     sig = {
-        "x_ptr": "*i8", "w_ptr": "*u8", "s_ptr": "*fp32", "xs_ptr": "*fp32", "b_ptr": "*bf16",
-        "y_ptr": "*bf16", "p_ptr": "*fp32", "c_ptr": "*i32",
+        "x_ptr": "*i8", "w_ptr": "*u8", "s_ptr": "*fp32", "xs_ptr": "*fp32", "xz_ptr": "*i32",
+        "b_ptr": "*bf16", "y_ptr": "*bf16", "p_ptr": "*fp32", "c_ptr": "*i32",
     }  # fmt: skip
     sig.update({n: "i32" for n in ("M", "N", "K", "stride_sn", "stride_sg", "K_SPLIT",
                                    "stride_xm", "stride_wn", "stride_ym")})  # fmt: skip
     ce = dict(
-        STATIC=False, HAS_BIAS=True, SPLIT_K=4, TAIL=split_tail(), BLOCK_N=TILE["BLOCK_N"],
-        GROUPS=TILE["STEP_K"] // 32, ROWS=16, ASM=target.startswith("sm"),
+        ASYM=False, STATIC=False, HAS_BIAS=True, SPLIT_K=4, TAIL=split_tail(),
+        BLOCK_N=TILE["BLOCK_N"], GROUPS=TILE["STEP_K"] // 32, ROWS=16, ASM=target.startswith("sm"),
     )  # fmt: skip
     base = Spec("w4a8.mma_rows", "w4a8_mma", "_w4a8_mma_kernel", sig, ce,
                 warps=TILE["num_warps"], stages=TILE["num_stages"])  # fmt: skip
     rows8 = dataclasses.replace(base, name="w4a8.mma_rows_m8", constexprs={**ce, "ROWS": 8})
+    zero = dataclasses.replace(base, name="w4a8.mma_rows_zero", constexprs={**ce, "ASYM": True})
     pdl = [pdl_variant(base)] if target in PDL_TARGETS else []
-    return [base, rows8, *pdl, *chained(target, base)]
+    return [base, rows8, zero, *pdl, *chained(target, base)]

@@ -1,5 +1,5 @@
-"""W4A8 decode from int_act_mm.ROWS_MMA_FROM rows to 16 (symmetric int8 activations) on
-row-major codes: each program reads BLOCK_N rows GROUPS groups at a time (GROUPS x 16
+"""W4A8 decode from int_act_mm.ROWS_MMA_FROM rows to 16 (from GEMV_ROWS + 1 with zero points)
+on row-major codes: each program reads BLOCK_N rows GROUPS groups at a time (GROUPS x 16
 contiguous bytes of every row a step), and the step's groups run on the integer MMA as one
 batched dot.
 
@@ -22,6 +22,12 @@ summed them through shared memory). The groups' scaled sums add to the accumulat
 sum a step, so the bits differ from decode_mma's (one group at a time) by float rounding,
 and depend on the split, like every split decode. Deterministic: the split comes from the
 shape (splitk.py).
+
+Zero points (asymmetric activations): x - z takes 9 bits, no int8 operand, but Σ q (x - z) =
+Σ q x - z Σ q, and z fits int8. A second dot of the same codes against z down every column
+([GROUPS, 32, ROWS], built once) starts from the same IMMA_BASE bits, so the two results'
+float32 readings differ by exactly the group's integer sum: one subtraction, no conversion,
+and twice the MMAs (the loop is bound by its loads, not the matrix units).
 """
 
 from __future__ import annotations
@@ -54,21 +60,23 @@ GROUP_SIZE = 32
 
 @triton.jit
 def _w4a8_mma_kernel(
-    x_ptr, w_ptr, s_ptr, xs_ptr, b_ptr, y_ptr, p_ptr, c_ptr,
+    x_ptr, w_ptr, s_ptr, xs_ptr, xz_ptr, b_ptr, y_ptr, p_ptr, c_ptr,
     M, N, K, stride_sn, stride_sg, K_SPLIT, stride_xm, stride_wn, stride_ym,
-    STATIC: tl.constexpr, HAS_BIAS: tl.constexpr, SPLIT_K: tl.constexpr, TAIL: tl.constexpr,
-    BLOCK_N: tl.constexpr, GROUPS: tl.constexpr, ROWS: tl.constexpr, ASM: tl.constexpr,
-    STAGES: tl.constexpr = 3, PDL: tl.constexpr = False, TRIGGER: tl.constexpr = False,
+    ASYM: tl.constexpr, STATIC: tl.constexpr, HAS_BIAS: tl.constexpr, SPLIT_K: tl.constexpr,
+    TAIL: tl.constexpr, BLOCK_N: tl.constexpr, GROUPS: tl.constexpr, ROWS: tl.constexpr,
+    ASM: tl.constexpr, STAGES: tl.constexpr = 3, PDL: tl.constexpr = False,
+    TRIGGER: tl.constexpr = False,
 ):  # fmt: skip
     """Program (n, s): y^T [BLOCK_N, ROWS] over K range s (x's int8 codes [M, K], its scale
-    xs [M] or one scalar (STATIC); codes uint8 [N, K / 2], q + 8 two a byte, low nibble first;
-    scales float32 [N, K / 32] at strides (stride_sn, stride_sg)). Rows past N read row
-    N - 1 and rows of x past M read zeros, so the loop has no masks; a step's GROUPS groups
-    lie inside K (the launcher's step divides K). SPLIT_K > 1 stores float32 partials that
-    the column tile's last program (TAIL: splitk.finish) or splitk.reduce_partials sums;
-    xs and the bias come after the sum. PDL: launched with programmatic dependent launch
-    after the kernel that wrote x and xs, which it waits for before reading them.
-    TRIGGER: splitk.trigger. STAGES: the loop's pipeline depth (the launch's num_stages)."""
+    xs [M] or one scalar (STATIC), its zero points xz int32 [M] with ASYM; codes uint8 [N,
+    K / 2], q + 8 two a byte, low nibble first; scales float32 [N, K / 32] at strides
+    (stride_sn, stride_sg)). Rows past N read row N - 1 and rows of x past M read zeros (and
+    zero points), so the loop has no masks; a step's GROUPS groups lie inside K (the
+    launcher's step divides K). SPLIT_K > 1 stores float32 partials that the column tile's
+    last program (TAIL: splitk.finish) or splitk.reduce_partials sums; xs and the bias come
+    after the sum. PDL: launched with programmatic dependent launch after the kernel that
+    wrote x, xs and xz, which it waits for before reading them. TRIGGER: splitk.trigger.
+    STAGES: the loop's pipeline depth (the launch's num_stages)."""
     splitk.trigger(TRIGGER)
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
@@ -85,6 +93,9 @@ def _w4a8_mma_kernel(
     acc = tl.zeros((BLOCK_N, ROWS), dtype=tl.float32)
     if PDL:
         gdc_wait()
+    if ASYM:  # every group's B operand of z's row products: z [ROWS] down each column
+        xz = tl.load(xz_ptr + offs_m, mask=mmask, other=0).to(tl.int8)
+        zg = tl.broadcast_to(xz[None, None, :], (GROUPS, 32, ROWS))
     # the loop's own num_stages: with only the launch's, Triton 3.6 pipelined the codes and x
     # but loaded the scales in the step that uses them (ld.global, a DRAM latency a step:
     # 21.3 us against 18.4 at 4096 x 14336, M 16, H100, session 40)
@@ -100,7 +111,11 @@ def _w4a8_mma_kernel(
         xg = tl.permute(tl.reshape(xt, (ROWS, GROUPS, 32)), (1, 2, 0))  # [GROUPS, 32, ROWS]
         base = tl.full((GROUPS, BLOCK_N, ROWS), IMMA_BASE, tl.int32)
         part = tl.dot(w, xg, base, out_dtype=tl.int32)
-        sums = part.to(tl.float32, bitcast=True) - IMMA_BASE_VALUE  # each group's Σ q x
+        if ASYM:  # Σ q (x - z) = Σ q x - z Σ q: both read from the same base, exact
+            pz = tl.dot(w, zg, base, out_dtype=tl.int32)
+            sums = part.to(tl.float32, bitcast=True) - pz.to(tl.float32, bitcast=True)
+        else:
+            sums = part.to(tl.float32, bitcast=True) - IMMA_BASE_VALUE  # each group's Σ q x
         acc += tl.sum(sums * s[:, :, None], axis=0)
     acc = tl.trans(acc)  # [ROWS, BLOCK_N]
     if SPLIT_K > 1:
@@ -115,7 +130,8 @@ def _w4a8_mma_kernel(
 
 
 def serves(xq: torch.Tensor, wq: torch.Tensor, w_scale: torch.Tensor) -> bool:
-    """Symmetric W4A8 at 2..MAX_ROWS rows on CUDA or the interpreter: int8 codes of x with
+    """W4A8 at 2..MAX_ROWS rows on CUDA or the interpreter (the zero points, if any, the
+    caller's): int8 codes of x with
     unit inner stride, contiguous packed codes uint8 [N, K / 2], float32 scales [N, K / 32]
     (any strides), K a multiple of 32."""
     m, k = xq.shape
@@ -143,11 +159,13 @@ def w4a8_mma(
     split: int | None = None,
     tile: dict | None = None,
     pdl: bool = False,
+    x_zero: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """y [M, N] = (xq [M, K] · W^T) * x_scale (+ bias), W symmetric int4 in groups of 32
     (the caller checked :func:`serves`). ``split`` forces split-K (tests), ``tile`` overrides
     TILE's keys (probes); ``pdl``: programmatic dependent launch after the activation kernel
-    (the caller checked the GPU has it: _common.pdl)."""
+    (the caller checked the GPU has it: _common.pdl). ``x_zero``: int32 [M] zero points of
+    asymmetric activations (each group's sum less z times its codes' sum, exact)."""
     m, k = xq.shape
     n = wq.shape[0]
     cfg = {**TILE, **(tile or {})}
@@ -158,14 +176,13 @@ def w4a8_mma(
     p = splitk.plan(y, backend_of(xq.device), n_prog, k, step, split, per_sm=per_sm)
     epi = dict(row_scale=x_scale, bias=bias)
     launch(_w4a8_mma_kernel, (n_prog, p.split),
-        xq, wq, w_scale, x_scale, bias if bias is not None else w_scale, y, p.partials,
-        p.counter_arg(), m, n, k, w_scale.stride(0), w_scale.stride(1), p.k_split,
-        xq.stride(0), wq.stride(0), y.stride(0),
-        STATIC=x_scale.dim() == 0, HAS_BIAS=bias is not None, SPLIT_K=p.split,
-        TAIL=p.tail(splitk.epilogue_bits(**epi)), BLOCK_N=bn, GROUPS=step // GROUP_SIZE,
-        ROWS=8 if m <= 8 else 16, ASM=not INTERPRET, STAGES=cfg["num_stages"], PDL=pdl,
-        launch_pdl=pdl,
-        TRIGGER=p.chain, **cfg,
+        xq, wq, w_scale, x_scale, x_zero if x_zero is not None else x_scale,
+        bias if bias is not None else w_scale, y, p.partials, p.counter_arg(), m, n, k,
+        w_scale.stride(0), w_scale.stride(1), p.k_split, xq.stride(0), wq.stride(0), y.stride(0),
+        ASYM=x_zero is not None, STATIC=x_scale.dim() == 0, HAS_BIAS=bias is not None,
+        SPLIT_K=p.split, TAIL=p.tail(splitk.epilogue_bits(**epi)), BLOCK_N=bn,
+        GROUPS=step // GROUP_SIZE, ROWS=8 if m <= 8 else 16, ASM=not INTERPRET,
+        STAGES=cfg["num_stages"], PDL=pdl, launch_pdl=pdl, TRIGGER=p.chain, **cfg,
     )  # fmt: skip
     p.finish(y, **epi)
     return y

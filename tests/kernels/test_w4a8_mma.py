@@ -21,37 +21,39 @@ from aoq.testing.metrics import max_rel_error
 pytestmark = NEEDS_KERNELS
 
 
-def _case(m: int, n: int = 80, k: int = 2048, static: bool = False, seed: int = 0):
-    """(host, device) tuples of (xq, xs, codes, row-major scales, bias): symmetric int8
-    activations (one scalar scale if ``static``), a row with wide values."""
+def _case(m: int, n: int = 80, k: int = 2048, mode: int = 0, seed: int = 0):
+    """(host, device) tuples of (xq, xs, xz, codes, row-major scales, bias): int8 activations
+    (act_quant's mode: 0 symmetric, 1 with zero points, xz None otherwise, 2 one scalar
+    scale), a row with wide values."""
     g = torch.Generator().manual_seed(seed + 13 * m + k)
     w, x = torch.randn(n, k, generator=g), torch.randn(m, k, generator=g)
     x[0, :7] *= 40
-    xq, xs, _ = aq.quantize_int8_act(x, 2 if static else 0, torch.tensor(0.035))
+    xq, xs, xz = aq.quantize_int8_act(x, mode, torch.tensor(0.035))
     q4, s4 = affine.quantize_int4_symmetric(w, 32)
-    host = (xq, xs, pack_uint4(q4 + 8), s4, torch.randn(n, generator=g))
-    return host, tuple(t.to(DEV) for t in host)
+    host = (xq, xs, xz if mode == 1 else None, pack_uint4(q4 + 8), s4, torch.randn(n, generator=g))
+    return host, tuple(t.to(DEV) if t is not None else None for t in host)
 
 
 def _want(host, bias: bool = True) -> torch.Tensor:
-    xq, xs, wq, s4, b = host
-    return ia.int_act_mm(xq, xs, None, wq, s4, b if bias else None, None, torch.float32, 0)
+    xq, xs, xz, wq, s4, b = host
+    return ia.int_act_mm(xq, xs, xz, wq, s4, b if bias else None, None, torch.float32, 0)
 
 
 def _run(dev, split=None, tile=None, bias=True, scales=None) -> torch.Tensor:
-    xq, xs, wq, s4, b = dev
+    xq, xs, xz, wq, s4, b = dev
     y = torch.empty(xq.shape[0], wq.shape[0], dtype=torch.float32, device=DEV)
     s = s4 if scales is None else scales
-    return wm.w4a8_mma(xq, xs, wq, s, b if bias else None, y, split, tile)
+    return wm.w4a8_mma(xq, xs, wq, s, b if bias else None, y, split, tile, x_zero=xz)
 
 
 @pytest.mark.parametrize("m", [2, 5, 8, 9, 16])
 @pytest.mark.parametrize("split", [1, 3])
-def test_matches_the_reference(m, split):
-    """Rows padded to 8 (M <= 8) or 16, K split or not, with and without a bias: the
-    reference's product to float32 rounding (each group's integer sum is exact; the groups'
-    scaled sums add in another order)."""
-    host, dev = _case(m)
+@pytest.mark.parametrize("mode", [0, 1], ids=["sym", "zero"])
+def test_matches_the_reference(m, split, mode):
+    """Rows padded to 8 (M <= 8) or 16, K split or not, with and without a bias, symmetric
+    activations or with zero points: the reference's product to float32 rounding (each
+    group's integer sum is exact; the groups' scaled sums add in another order)."""
+    host, dev = _case(m, mode=mode)
     for bias in (True, False):
         got = _run(dev, split, bias=bias)
         assert max_rel_error(_want(host, bias), got.cpu()) < 1e-6, bias
@@ -59,8 +61,25 @@ def test_matches_the_reference(m, split):
 
 def test_static_activation_scale():
     """One scalar activation scale (the static form without an int32 bias)."""
-    host, dev = _case(6, static=True)
+    host, dev = _case(6, mode=2)
     assert host[1].dim() == 0
+    assert max_rel_error(_want(host), _run(dev, 2).cpu()) < 1e-6
+
+
+def test_zero_points_at_the_ends_of_int8():
+    """Rows all positive (z = -128), all negative (z = 127) and mixed, against codes at
+    both ends of int4 (Σ q of a group from -256 to 224): z Σ q and the group sums at their
+    widest still read back exactly from the shared base."""
+    host, _ = _case(3, k=1024, mode=1)
+    x = torch.randn(3, 1024, generator=torch.Generator().manual_seed(5))
+    x[0], x[1] = x[0].abs() + 0.1, -x[1].abs() - 0.1
+    xq, xs, xz = aq.quantize_int8_act(x, 1, None)
+    assert xz[0] == -128 and xz[1] == 127
+    wq = host[3].clone()
+    wq[:8] = 0x00  # q = -8 everywhere
+    wq[8:16] = 0xFF  # q = 7
+    host = (xq, xs, xz, wq, *host[4:])
+    dev = tuple(t.to(DEV) for t in host)
     assert max_rel_error(_want(host), _run(dev, 2).cpu()) < 1e-6
 
 
@@ -93,7 +112,7 @@ def test_scales_in_either_order():
     """Group-major scales (aoq.tensors.int4's CUDA layout, strides (1, N)) read at their
     strides: the same loaded values, so the same bits as row-major ones."""
     _, dev = _case(5)
-    s_gm = dev[3].t().contiguous().t()
+    s_gm = dev[4].t().contiguous().t()
     assert s_gm.stride() == (1, s_gm.shape[0])
     assert torch.equal(_run(dev, 3, scales=s_gm), _run(dev, 3))
 
@@ -109,7 +128,7 @@ def test_fused_and_separate_reductions_agree(monkeypatch):
 
 
 def test_serves():
-    _, (xq, _, wq, s4, _) = _case(4)
+    _, (xq, _, _, wq, s4, _) = _case(4)
     assert wm.serves(xq, wq, s4)
     assert not wm.serves(xq[:1], wq, s4)  # one row: the GEMV's
     x17 = torch.zeros(17, xq.shape[1], dtype=torch.int8, device=DEV)
@@ -121,15 +140,15 @@ def test_serves():
 
 
 ROUTES = {(2, 0): "gemv", (3, 0): "rows", (5, 0): "rows", (2, 1): "gemv", (3, 1): "gemv",
-          (5, 1): "mma"}  # fmt: skip
+          (4, 1): "rows", (16, 1): "rows"}  # fmt: skip
 """(M, activation mode) -> the kernel int_act_mm's W4A8 decode runs."""
 
 
 @pytest.mark.parametrize(("m", "mode"), list(ROUTES))
 def test_int_act_mm_routes_by_rows_and_mode(monkeypatch, m, mode):
     """Symmetric activations take w4a8_mma from ROWS_MMA_FROM (3) rows, the GEMV below it;
-    zero points keep the GEMV up to GEMV_ROWS and decode_mma above (x - x_zero takes 9 bits:
-    no int8 MMA); each the reference's product."""
+    zero points keep the GEMV up to GEMV_ROWS and take w4a8_mma above; each the reference's
+    product."""
     from aoq.kernels import decode_mma as dm
 
     calls = []
@@ -157,7 +176,11 @@ def test_pdl_gives_the_plain_launch_bits():
     if not _common.pdl(torch.device(DEV)):
         pytest.skip("no programmatic dependent launch on this GPU")
     _, dev = _case(12)
-    xq, xs, wq, s4, b = dev
+    xq, xs, xz, wq, s4, b = dev
     y = torch.empty(12, wq.shape[0], dtype=torch.float32, device=DEV)
     got = wm.w4a8_mma(xq, xs, wq, s4, b, y, 3, pdl=True).clone()
+    assert torch.equal(got, _run(dev, 3))
+    _, dev = _case(12, mode=1)
+    xq, xs, xz, wq, s4, b = dev
+    got = wm.w4a8_mma(xq, xs, wq, s4, b, y, 3, pdl=True, x_zero=xz).clone()
     assert torch.equal(got, _run(dev, 3))
