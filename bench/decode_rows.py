@@ -95,9 +95,11 @@ split-K where the TILE takes stream-K, an int forces that many stream-K programs
 
 SHAPES = ((8192, 8192), (4096, 14336), (14336, 4096))  # K x N
 EXACT_KEYS = {"ROWS", "PDL", "CHAIN", "AHEAD", "XQ", "XQ_BLOCK_N", "XQ_num_warps", "ALIGNED",
-              "TMA", "L2PRE"}  # fmt: skip
+              "TMA", "L2PRE", "ASYM"}  # fmt: skip
 """Variants whose keys are all here must give the TILE's bits (only the padding, the launch,
-or the GEMV's rows a program changed); others (a split or a step) agree to 1e-2."""
+or the GEMV's rows a program changed); others (a split or a step) agree to 1e-2. An ``ASYM``
+variant (W4A8 with zero points: x quantized otherwise) is checked against ``{"ASYM": true}``
+at the TILE."""
 
 
 def parse_shapes(spec: str | None) -> tuple[tuple[int, int], ...]:
@@ -110,14 +112,17 @@ def parse_shapes(spec: str | None) -> tuple[tuple[int, int], ...]:
 def _gemv_runner(x: torch.Tensor, t: tuple, tile: dict) -> Any:
     """W4A8 decode as the bench's graphs run it: the activation kernel, then the GEMV (M = 1)
     or int_act_mm's decode (on group-major scales). ``ASYM``: activations with zero points;
-    ``ROWS_MMA`` false: int_act_mm.ROWS_MMA off (decode_mma where w4a8_mma would serve)."""
+    ``ROWS_MMA`` false: int_act_mm.ROWS_MMA off (decode_mma where w4a8_mma would serve);
+    ``ROWS_TILE``: keys of w4a8_mma.TILE for the call."""
     from aoq.kernels import act_quant
     from aoq.kernels import int_act_mm as ia
+    from aoq.kernels import w4a8_mma as wm
     from aoq.kernels.int_act_mm import int_act_mm_triton
     from aoq.kernels.w4a8_gemv import w4a8_gemv
 
     tile = dict(tile)
     xq_in, pdl = tile.pop("XQ", False), tile.pop("PDL", False)
+    rows_tile = {**wm.TILE, **tile.pop("ROWS_TILE", {})}
     mode, rows_mma = (1 if tile.pop("ASYM", False) else 0), tile.pop("ROWS_MMA", ia.ROWS_MMA)
     if xq_in and mode:
         raise ValueError("XQ (x quantized in the GEMV) is timed with symmetric activations")
@@ -134,14 +139,14 @@ def _gemv_runner(x: torch.Tensor, t: tuple, tile: dict) -> Any:
     def call() -> torch.Tensor:
         if not gemv:
             xq, xs, xz = act_quant.quantize_int8_act_triton(x, mode, None, pdl)
-            was = ia.GEMV_ROWS, ia.ROWS_MMA_FROM, ia.ROWS_MMA
+            was = ia.GEMV_ROWS, ia.ROWS_MMA_FROM, ia.ROWS_MMA, wm.TILE
             ia.GEMV_ROWS, ia.ROWS_MMA_FROM = (0, 2) if mma else was[:2]
-            ia.ROWS_MMA = rows_mma
+            ia.ROWS_MMA, wm.TILE = rows_mma, rows_tile
             try:
                 return int_act_mm_triton(xq, xs, xz if mode else None, t[0], s, None, None,
                                          x.dtype, 0, None, pdl)  # fmt: skip
             finally:
-                ia.GEMV_ROWS, ia.ROWS_MMA_FROM, ia.ROWS_MMA = was
+                ia.GEMV_ROWS, ia.ROWS_MMA_FROM, ia.ROWS_MMA, wm.TILE = was
         if xq_in:
             xq, xs, xz = x, xs1, xs1
         else:
@@ -357,12 +362,15 @@ def main() -> None:
         del wb
         floor = read_us(weight_bytes(ws[0]))
         tma_floor = read_tma_us(weight_bytes(ws[0])) if args.tma_read else None
-        base = _runner(wf, groups, xs[0], ws[0], {}, fmt)().clone()
+        tiles = [{}, *([] if args.no_defaults else VARIANTS[fmt]), *extra.get(fmt, [])]
+        bases = {
+            asym: _runner(wf, groups, xs[0], ws[0], {"ASYM": True} if asym else {}, fmt)().clone()
+            for asym in {bool(t.get("ASYM")) for t in tiles}
+        }
         line = f"K{k} N{n} M{m} {fmt:6s} bf16 {bf16:6.1f} read {floor:5.1f}"
         if tma_floor is not None:
             line += f" read_tma {tma_floor:5.1f}"
-        tiles = [] if args.no_defaults else VARIANTS[fmt]
-        for tile in [{}, *tiles, *extra.get(fmt, [])]:
+        for tile in tiles:
             row: dict[str, Any] = {
                 "fmt": fmt,
                 "k": k,
@@ -375,6 +383,7 @@ def main() -> None:
             }
             try:
                 got = _runner(wf, groups, xs[0], ws[0], tile, fmt)()
+                base = bases[bool(tile.get("ASYM"))]
                 if set(tile) <= EXACT_KEYS:
                     ok = torch.equal(got.nan_to_num(), base.nan_to_num())
                 else:

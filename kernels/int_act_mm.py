@@ -179,17 +179,17 @@ H200 before w4a8_mma, activation kernel + decode under PDL (session 34): M 3 20.
 grows with the rows, the MMAs' do not."""
 
 ROWS_MMA = os.environ.get("AOQ_W4A8_ROWS", "1") != "0"
-"""Off: W4A8 decode takes the GEMV up to GEMV_ROWS and decode_mma above, as before session 40,
-instead of w4a8_mma from ROWS_MMA_FROM rows (A/B runs, bisecting)."""
+"""Off: W4A8 decode takes the GEMV up to GEMV_ROWS and decode_mma above, as before session 40
+(zero points: 41), instead of w4a8_mma from ROWS_MMA_FROM rows (A/B runs, bisecting)."""
 
 ROWS_MMA_FROM = 3
-"""W4A8 decode with symmetric activations takes w4a8_mma (the integer MMA on row-major codes)
-from this many rows, before the GEMV's GEMV_ROWS. H100, activation kernel + decode, graph
-replays, 8192^2 / 4096 x 14336 / 14336 x 4096 (``python -m bench.decode_rows --formats
-w4a8gemv --ms 2,3 --extra '{"w4a8gemv": [{"MMA": true}]}'``, session 40): M 3 22.4 / 18.6 /
-21.7 us against the GEMV's 26.6 / 25.2 / 25.4; M 2 22.7 / 18.5 / 21.6 against the GEMV under
-PDL's 23.9 / 20.9 / 19.4, mixed, so M 2 keeps the GEMV. Zero-point activations keep the GEMV
-up to GEMV_ROWS."""
+"""W4A8 decode takes w4a8_mma (the integer MMA on row-major codes) from this many rows,
+before the GEMV's GEMV_ROWS. H100, activation kernel + decode, graph replays, 8192^2 / 4096 x
+14336 / 14336 x 4096 (``python -m bench.decode_rows --formats w4a8gemv --ms 2,3 --extra
+'{"w4a8gemv": [{"MMA": true}]}'``, session 40): M 3 22.4 / 18.6 / 21.7 us against the GEMV's
+26.6 / 25.2 / 25.4; M 2 22.7 / 18.5 / 21.6 against the GEMV under PDL's 23.9 / 20.9 / 19.4,
+mixed, so M 2 keeps the GEMV. With zero points (``{"ASYM": true, "MMA": true}``, session
+41) M 3 22.0 / 19.1 / 20.8 against the GEMV's 27.6 / 25.6 / 26.3."""
 
 PDL_ROWS = 2
 """W8A8, W4A8 and fp8 decode take programmatic dependent launch (``pdl``) up to this many
@@ -303,8 +303,7 @@ def _int_act(
         return y.to(out_dtype)
     static = x_scale.dim() == 0
     decode = Strategy(strategy) is Strategy.DECODE
-    start = GEMV_ROWS + 1 if asym else ROWS_MMA_FROM  # (zero points: past the GEMV's rows)
-    rows_mma = ROWS_MMA and decode and int4 and m >= start and bias_int is None
+    rows_mma = ROWS_MMA and decode and int4 and m >= ROWS_MMA_FROM and bias_int is None
     if rows_mma and rows_mma_serves(xq, wq, w_scale):
         # up to 16 rows, groups of 32 on CUDA: the row-major codes read GEMV-like on the
         # integer MMA (w4a8_mma.py: 20 % under decode_mma on an H100)

@@ -1,7 +1,7 @@
-"""W4A8 decode from int_act_mm.ROWS_MMA_FROM rows to 16 (from GEMV_ROWS + 1 with zero points)
-on row-major codes: each program reads BLOCK_N rows GROUPS groups at a time (GROUPS x 16
-contiguous bytes of every row a step), and the step's groups run on the integer MMA as one
-batched dot.
+"""W4A8 decode from int_act_mm.ROWS_MMA_FROM rows to 16 (int8 activations, symmetric or with
+zero points) on row-major codes: each program reads BLOCK_N rows GROUPS groups at a time
+(GROUPS x 16 contiguous bytes of every row a step), and the step's groups run on the integer
+MMA as one batched dot.
 
 Why (bench/NOTES.md, session 40): decode_mma's W4A8 branch reads 64 rows x two groups a step,
 32 bytes of each row 4 KB apart, and ran W4A8 at M 16 at 60 % of a bare read of its bytes

@@ -250,8 +250,8 @@ def _int_act(strategy: int) -> Callable[..., torch.Tensor]:
 
 def _w4a8_decode_scale(xq: torch.Tensor, w: Any, bias_int: Any) -> torch.Tensor:
     """W4A8's group-major scales where int_act_mm hands the call to the matrix-unit decode
-    (w4a8_mma from int_act_mm.ROWS_MMA_FROM rows, from GEMV_ROWS + 1 with zero points; up to
-    16, no int32 bias), else the row-major ones (the GEMV reads either)."""
+    (w4a8_mma from int_act_mm.ROWS_MMA_FROM rows up to 16, no int32 bias), else the row-major
+    ones (the GEMV reads either)."""
     ia = _k.int_act_mm
     if bias_int is not None or xq.shape[0] < min(ia.ROWS_MMA_FROM, ia.GEMV_ROWS + 1):
         return w.scale

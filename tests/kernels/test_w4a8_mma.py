@@ -139,16 +139,15 @@ def test_serves():
     assert not wm.serves(xq, wq[:, :-16], s4)
 
 
-ROUTES = {(2, 0): "gemv", (3, 0): "rows", (5, 0): "rows", (2, 1): "gemv", (3, 1): "gemv",
-          (4, 1): "rows", (16, 1): "rows"}  # fmt: skip
+ROUTES = {(2, 0): "gemv", (3, 0): "rows", (5, 0): "rows", (2, 1): "gemv", (3, 1): "rows",
+          (16, 1): "rows"}  # fmt: skip
 """(M, activation mode) -> the kernel int_act_mm's W4A8 decode runs."""
 
 
 @pytest.mark.parametrize(("m", "mode"), list(ROUTES))
 def test_int_act_mm_routes_by_rows_and_mode(monkeypatch, m, mode):
-    """Symmetric activations take w4a8_mma from ROWS_MMA_FROM (3) rows, the GEMV below it;
-    zero points keep the GEMV up to GEMV_ROWS and take w4a8_mma above; each the reference's
-    product."""
+    """Activations symmetric or with zero points take w4a8_mma from ROWS_MMA_FROM (3) rows,
+    the GEMV below it; each the reference's product."""
     from aoq.kernels import decode_mma as dm
 
     calls = []

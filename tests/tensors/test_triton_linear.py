@@ -43,9 +43,8 @@ def test_group_major_int4_parameters_only_where_decode_mma_reads_them():
 def test_group_major_w4a8_scales_only_where_the_matrix_decode_reads_them():
     """W4A8 weights on CUDA carry group-major scales too; the decode path hands them to
     int_act_mm only where it may run the matrix-unit decode (int8 codes, ROWS_MMA_FROM <= M
-    <= 16, no int32 bias: w4a8_mma, from GEMV_ROWS + 1 rows with zero points, the GEMV
-    below that, which reads either order): the GEMV's rows below ROWS_MMA_FROM and the M > 16
-    kernel read row-major and would copy a view back every call."""
+    <= 16, no int32 bias: w4a8_mma): the GEMV's rows below ROWS_MMA_FROM (it reads either
+    order) and the M > 16 kernel read row-major and would copy a view back every call."""
     from aoq.kernels.int_act_mm import ROWS_MMA_FROM
 
     from aoq.tensors.base import ActQuant
