@@ -95,7 +95,7 @@ split-K where the TILE takes stream-K, an int forces that many stream-K programs
 
 SHAPES = ((8192, 8192), (4096, 14336), (14336, 4096))  # K x N
 EXACT_KEYS = {"ROWS", "PDL", "CHAIN", "AHEAD", "XQ", "XQ_BLOCK_N", "XQ_num_warps", "ALIGNED",
-              "TMA", "L2PRE", "ASYM"}  # fmt: skip
+              "TMA", "L2PRE", "ASYM", "ZEROS"}  # fmt: skip
 """Variants whose keys are all here must give the TILE's bits (only the padding, the launch,
 or the GEMV's rows a program changed); others (a split or a step) agree to 1e-2. An ``ASYM``
 variant (W4A8 with zero points: x quantized otherwise) is checked against ``{"ASYM": true}``
@@ -275,7 +275,8 @@ def _static_gemv_runner(x: torch.Tensor, t: tuple, tile: dict) -> Any:
 
 def _rows_runner(x: torch.Tensor, t: tuple, tile: dict) -> Any:
     """kernels/w4a8_mma.py alone (x quantized before), at its TILE with ``tile``'s keys
-    (``ASYM``: activations with zero points)."""
+    (``ASYM``: activations with zero points; ``ZEROS``: symmetric ones through the zero-point
+    loop, every zero point 0: the same bits)."""
     from aoq.kernels import act_quant
     from aoq.kernels.w4a8_mma import w4a8_mma
 
@@ -284,6 +285,8 @@ def _rows_runner(x: torch.Tensor, t: tuple, tile: dict) -> Any:
     xq, xs, xz = act_quant.quantize_int8_act_triton(x, mode, None)
     y = torch.empty(x.shape[0], t[0].shape[0], dtype=torch.float32, device=x.device)
     zero = xz if mode else None
+    if tile.pop("ZEROS", False):
+        zero = torch.zeros(x.shape[0], dtype=torch.int32, device=x.device)
     return lambda: w4a8_mma(xq, xs, t[0], t[1], None, y, tile=dict(tile), x_zero=zero)
 
 
