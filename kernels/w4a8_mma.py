@@ -65,7 +65,7 @@ def _w4a8_mma_kernel(
     ASYM: tl.constexpr, STATIC: tl.constexpr, HAS_BIAS: tl.constexpr, SPLIT_K: tl.constexpr,
     TAIL: tl.constexpr, BLOCK_N: tl.constexpr, GROUPS: tl.constexpr, ROWS: tl.constexpr,
     ASM: tl.constexpr, STAGES: tl.constexpr = 3, PDL: tl.constexpr = False,
-    TRIGGER: tl.constexpr = False,
+    TRIGGER: tl.constexpr = False, GACC: tl.constexpr = False,
 ):  # fmt: skip
     """Program (n, s): y^T [BLOCK_N, ROWS] over K range s (x's int8 codes [M, K], its scale
     xs [M] or one scalar (STATIC), its zero points xz int32 [M] with ASYM; codes uint8 [N,
@@ -91,6 +91,7 @@ def _w4a8_mma_kernel(
     offs_k = tl.arange(0, STEP)
     offs_g = tl.arange(0, GROUPS)
     acc = tl.zeros((BLOCK_N, ROWS), dtype=tl.float32)
+    acc3 = tl.zeros((GROUPS, BLOCK_N, ROWS) if GACC else (1, 1, 1), dtype=tl.float32)
     if PDL:
         gdc_wait()
     if ASYM:  # every group's B operand of z's row products: z [ROWS] down each column
@@ -116,7 +117,12 @@ def _w4a8_mma_kernel(
             sums = part.to(tl.float32, bitcast=True) - pz.to(tl.float32, bitcast=True)
         else:
             sums = part.to(tl.float32, bitcast=True) - IMMA_BASE_VALUE  # each group's Σ q x
-        acc += tl.sum(sums * s[:, :, None], axis=0)
+        if GACC:
+            acc3 += sums * s[:, :, None]
+        else:
+            acc += tl.sum(sums * s[:, :, None], axis=0)
+    if GACC:
+        acc = tl.sum(acc3, axis=0)
     acc = tl.trans(acc)  # [ROWS, BLOCK_N]
     if SPLIT_K > 1:
         part_ptrs = p_ptr + pid_k.to(tl.int64) * M * N + offs_m.to(tl.int64)[:, None] * N
