@@ -207,10 +207,12 @@ def w4a8_mma_specs(target: str) -> list[Spec]:
     ce = dict(
         ASYM=False, STATIC=False, HAS_BIAS=True, SPLIT_K=4, TAIL=split_tail(),
         BLOCK_N=TILE["BLOCK_N"], GROUPS=TILE["STEP_K"] // 32, ROWS=16, ASM=target.startswith("sm"),
+        GACC=True,
     )  # fmt: skip
     base = Spec("w4a8.mma_rows", "w4a8_mma", "_w4a8_mma_kernel", sig, ce,
                 warps=TILE["num_warps"], stages=TILE["num_stages"])  # fmt: skip
     rows8 = dataclasses.replace(base, name="w4a8.mma_rows_m8", constexprs={**ce, "ROWS": 8})
-    zero = dataclasses.replace(base, name="w4a8.mma_rows_zero", constexprs={**ce, "ASYM": True})
+    zero = dataclasses.replace(base, name="w4a8.mma_rows_zero",
+                               constexprs={**ce, "ASYM": True, "GACC": False})  # fmt: skip
     pdl = [pdl_variant(base)] if target in PDL_TARGETS else []
     return [base, rows8, zero, *pdl, *chained(target, base)]

@@ -56,6 +56,9 @@ MAX_ROWS = 16
 """The most activation rows (x pads to 8 or 16 rows: the n of mma.sync's m16n8k32)."""
 GROUP_SIZE = 32
 """The group W4A8 quantizes in (one integer MMA's K)."""
+PDL_ROWS = 4
+"""Asked for programmatic dependent launch (the caller's ``pdl``), the kernel takes it up to
+this many rows, or unsplit."""
 
 
 @triton.jit
@@ -76,7 +79,9 @@ def _w4a8_mma_kernel(
     last program (TAIL: splitk.finish) or splitk.reduce_partials sums; xs and the bias come
     after the sum. PDL: launched with programmatic dependent launch after the kernel that
     wrote x, xs and xz, which it waits for before reading them. TRIGGER: splitk.trigger.
-    STAGES: the loop's pipeline depth (the launch's num_stages)."""
+    STAGES: the loop's pipeline depth (the launch's num_stages). GACC: one float32
+    accumulator a group, summed over the groups after the loop (the launcher's choice for
+    symmetric x: ptxas then issues a step's MMAs ahead of their scaling)."""
     splitk.trigger(TRIGGER)
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
@@ -174,12 +179,13 @@ def w4a8_mma(
     asymmetric activations (each group's sum less z times its codes' sum, exact)."""
     m, k = xq.shape
     n = wq.shape[0]
-    cfg = {**TILE, **(tile or {})}
+    cfg = {"GACC": x_zero is None, **TILE, **(tile or {})}
     bn = cfg.pop("BLOCK_N")
     step = splitk.k_step(k, GROUP_SIZE, cfg.pop("STEP_K"))
     per_sm = cfg.pop("per_sm")
     n_prog = triton.cdiv(n, bn)
     p = splitk.plan(y, backend_of(xq.device), n_prog, k, step, split, per_sm=per_sm)
+    pdl = pdl and (m <= cfg.pop("pdl_rows", PDL_ROWS) or p.split == 1)
     epi = dict(row_scale=x_scale, bias=bias)
     launch(_w4a8_mma_kernel, (n_prog, p.split),
         xq, wq, w_scale, x_scale, x_zero if x_zero is not None else x_scale,

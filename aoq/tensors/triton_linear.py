@@ -40,6 +40,7 @@ try:  # the families register their torch.library ops (and the MX cast's CUDA im
     import aoq.kernels.int_act_mm  # noqa: F401
     import aoq.kernels.mx_cast  # noqa: F401
     import aoq.kernels.mx_decode  # noqa: F401
+    import aoq.kernels.w4a8_mma  # noqa: F401
     import aoq.kernels.weight_dequant  # noqa: F401
     import aoq.kernels.weight_only  # noqa: F401
     from aoq import kernels as _k
@@ -212,14 +213,17 @@ def _int_act_check(x: torch.Tensor, w: Any, bias: Any) -> str | None:
     return None
 
 
-def _pdl(strategy: int, x: torch.Tensor, w: Any) -> bool:
+def _pdl(strategy: int, x: torch.Tensor, w: Any, bias_int: Any = None) -> bool:
     """The decode kernel starts while the activation kernel runs (programmatic dependent
-    launch, sm90+: at M <= int_act_mm.PDL_ROWS, W4A8 up to GEMV_ROWS, its GEMV's rows and
-    w4a8_mma's first (M 3: 22.0 / 18.4 / 21.5 us against 22.8 / 19.1 / 22.1 without, H100,
-    session 40); eager and CUDA graphs, not traced)."""
-    ia = _k.int_act_mm
-    gemv = ia.GEMV_ROWS if isinstance(w, Int4Tensor) else 0
-    rows = strategy == 0 and x.shape[0] <= max(ia.PDL_ROWS, gemv)
+    launch, sm90+: at M <= int_act_mm.PDL_ROWS; W4A8 up to GEMV_ROWS, its GEMV's rows, and
+    wherever w4a8_mma serves (groups of 32, no int32 bias), which takes it by its rows and
+    split (w4a8_mma.PDL_ROWS); eager and CUDA graphs, not traced)."""
+    ia, wm = _k.int_act_mm, _k.w4a8_mma
+    most = ia.PDL_ROWS
+    if isinstance(w, Int4Tensor):
+        rows_mma = ia.ROWS_MMA and bias_int is None and w.group_size == wm.GROUP_SIZE
+        most = wm.MAX_ROWS if rows_mma else max(most, ia.GEMV_ROWS)
+    rows = strategy == 0 and x.shape[0] <= most
     return rows and not _traced(x, w.qdata) and _k._common.pdl(x.device)
 
 
@@ -237,7 +241,7 @@ def _int_act(strategy: int) -> Callable[..., torch.Tensor]:
                                              x.dtype)  # fmt: skip
         fb, ib = split_bias(bias, static)
         quantize, mm = _k.act_quant.quantize_int8_act_triton, ia.int_act_mm_triton
-        if _pdl(strategy, x, w):
+        if _pdl(strategy, x, w, ib):
             quantize = functools.partial(quantize, trigger=True)
             mm = functools.partial(mm, pdl=True)
         xq, xs, xz = _call("quantize_int8_act", quantize, x, mode, w.act_scale)

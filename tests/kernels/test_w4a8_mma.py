@@ -183,3 +183,19 @@ def test_pdl_gives_the_plain_launch_bits():
     xq, xs, xz, wq, s4, b = dev
     got = wm.w4a8_mma(xq, xs, wq, s4, b, y, 3, pdl=True, x_zero=xz).clone()
     assert torch.equal(got, _run(dev, 3))
+
+
+@pytest.mark.parametrize(
+    ("m", "split", "asked", "takes"),
+    [(3, 3, True, True), (4, 3, True, True), (5, 3, True, False), (16, 2, True, False),
+     (8, 1, True, True), (16, 1, True, True), (4, 1, False, False)],
+)  # fmt: skip
+def test_takes_pdl_up_to_its_rows_or_unsplit(monkeypatch, m, split, asked, takes):
+    """Asked for programmatic dependent launch, w4a8_mma takes it up to PDL_ROWS rows, or
+    when K is not split (bench/NOTES.md, session 41: slower at 8 and 16 rows split)."""
+    seen = []
+    monkeypatch.setattr(wm, "launch", lambda *a, **k: seen.append((k["PDL"], k["launch_pdl"])))
+    _, (xq, xs, _, wq, s4, b) = _case(m)
+    y = torch.empty(m, wq.shape[0], dtype=torch.float32, device=DEV)
+    wm.w4a8_mma(xq, xs, wq, s4, b, y, split, pdl=asked)
+    assert wm.PDL_ROWS == 4 and seen == [(takes, takes)]

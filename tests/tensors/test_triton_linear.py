@@ -148,3 +148,32 @@ def test_xmx_takes_the_mx_int8_config_at_decode_only_when_asked(monkeypatch):
     assert not tlm._xmx(x, weight(aoq.MXDynamicActivationMXWeightConfig("fp8_e4m3")))
     monkeypatch.setattr(mx_decode, "XMX", False)
     assert not tlm._xmx(x, mx_int8)
+
+
+def test_pdl_asked_for_w4a8_wherever_w4a8_mma_may_serve(monkeypatch):
+    """Programmatic dependent launch (a GPU with it, as if): W4A8 in groups of 32 without an
+    int32 bias asks for it up to w4a8_mma's 16 rows (the kernel then takes it by its rows and
+    split); with an int32 bias, other groups or AOQ_W4A8_ROWS=0, up to the GEMV's rows; W8A8
+    up to int_act_mm.PDL_ROWS; traced calls never."""
+    from aoq.kernels import _common
+    from aoq.kernels import int_act_mm as ia
+
+    from aoq.tensors.base import ActQuant
+    from aoq.tensors.int4 import Int4Tensor
+    from aoq.tensors.int8 import Int8Tensor
+
+    monkeypatch.setattr(_common, "pdl", lambda device: True)
+    w32 = Int4Tensor.from_float(torch.randn(64, 256), 32, ActQuant.INT8_DYNAMIC, "w4a8", "{}")
+    w64 = Int4Tensor.from_float(torch.randn(64, 256), 64, ActQuant.INT8_DYNAMIC, "w4a8", "{}")
+    w8 = Int8Tensor.from_float(torch.randn(64, 256), None, ActQuant.INT8_DYNAMIC, "w8a8", "{}")
+
+    def most(w, bias_int=None) -> int:
+        return max(m for m in range(1, 40) if tlin._pdl(0, torch.randn(m, 256), w, bias_int))
+
+    assert most(w32) == 16
+    assert most(w32, torch.zeros(64, dtype=torch.int32)) == ia.GEMV_ROWS
+    assert most(w64) == ia.GEMV_ROWS
+    assert most(w8) == ia.PDL_ROWS
+    assert not tlin._pdl(1, torch.randn(4, 256), w32)  # prefill
+    monkeypatch.setattr(ia, "ROWS_MMA", False)
+    assert most(w32) == ia.GEMV_ROWS
