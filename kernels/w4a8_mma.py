@@ -28,6 +28,14 @@ Zero points (asymmetric activations): x - z takes 9 bits, no int8 operand, but �
 ([GROUPS, 32, ROWS], built once) starts from the same IMMA_BASE bits, so the two results'
 float32 readings differ by exactly the group's integer sum: one subtraction, no conversion,
 and twice the MMAs (the loop is bound by its loads, not the matrix units).
+
+Symmetric x keeps one float32 accumulator a group (GACC), summed over the groups after the
+loop: with one accumulator, ptxas scaled each group's sums as soon as its MMA returned
+(an MMA, a wait, two FMAs, 428 instructions a step on sm90) and the zero-point loop, which
+subtracts two MMAs' results, ran faster with twice the MMAs; with GACC the step's MMAs issue
+ahead (395 instructions, 186 registers). Kernel alone, µs at 8192^2 / 4096 x 14336 / 14336 x
+4096 (H100, session 41): M 16 21.5 / 18.3 / 20.9 -> 21.0 / 18.0 / 19.3, M 4 21.8 / 17.2 /
+19.3 -> 20.1 / 16.9 / 17.8. The zero-point loop gains nothing from it (255 registers).
 """
 
 from __future__ import annotations
@@ -48,17 +56,25 @@ TILE = {"BLOCK_N": 16, "STEP_K": 256, "num_warps": 1, "num_stages": 3, "per_sm":
 """Rows a program, codes a step (eight groups of 32), warps, pipeline depth, split-K programs
 an SM. H100, decode kernel alone, M 16, µs at 8192^2 / 4096 x 14336 / 14336 x 4096 (a probe
 of this loop, partials unreduced, session 40; ``python -m bench.decode_rows --formats
-w4a8rows`` times the kernel itself): this tile 20.1 / 18.5 /
-19.2; 32 rows 20.8 / 18.5 / 19.6; four groups a step 22.5 / 19.3 / 20.8; sixteen 22.9-24.6 /
-19.3-21.6 / 20.1-24.5; 5 stages 26.2 / 19.0 / 26.1; 2 stages 20.2 / 22.0 / 19.2; per_sm 12
-20.6 / 18.4 / 19.9; 64 rows on one warp 23.3 / 20.9 / 21.6."""
+w4a8rows`` times the kernel itself): this tile 20.1 / 18.5 / 19.2; 32 rows 20.8 / 18.5 /
+19.6; four groups a step 22.5 / 19.3 / 20.8; sixteen 22.9-24.6 / 19.3-21.6 / 20.1-24.5; 5
+stages 26.2 / 19.0 / 26.1; 2 stages 20.2 / 22.0 / 19.2; per_sm 12 20.6 / 18.4 / 19.9; 64
+rows on one warp 23.3 / 20.9 / 21.6. With GACC (session 41, activation kernel + decode, M
+16): per_sm 10 and 12 within 0.1 us, per_sm 6 +1.0 to +3.0, 4 stages +0.9 to +2.0, 2 stages
++2.8 to +4.1."""
 MAX_ROWS = 16
 """The most activation rows (x pads to 8 or 16 rows: the n of mma.sync's m16n8k32)."""
 GROUP_SIZE = 32
 """The group W4A8 quantizes in (one integer MMA's K)."""
 PDL_ROWS = 4
 """Asked for programmatic dependent launch (the caller's ``pdl``), the kernel takes it up to
-this many rows, or unsplit."""
+this many rows, or unsplit. Activation kernel + decode, graph replays, µs at 8192^2 / 4096 x
+14336 / 14336 x 4096 (``python -m bench.decode_rows --formats w4a8gemv --ms 4,8,16 --extra
+'{"w4a8gemv": [{"PDL": true, "ROWS_TILE": {"pdl_rows": 16}}]}'``, session 41): H100 M 4
+22.1 / 18.7 / 20.6 -> 21.3 / 17.9 / 20.4, M 8 22.2 / 18.8 / 21.1 -> 22.5 / 18.6 / 21.8, M 16
+23.9 / 19.6 / 22.2 -> 25.3 / 18.6 / 23.5 (split at 8192^2 and 14336 x 4096, not at 4096 x
+14336); H200 M 4 18.8 / 15.9 / 17.7 -> 18.1 / 15.1 / 17.1, M 16 20.9 / 18.2 / 19.7 -> 23.0
+/ 18.1 / 21.9."""
 
 
 @triton.jit
