@@ -155,7 +155,8 @@ def _int8_block_step(acc, acc_t, xt, b, s_cur, xb, UPCAST: tl.constexpr, WT: tl.
 def _nibble_step(acc, acc_t, xt, b, s_cur, z_cur, WFMT: tl.constexpr,
                  GROUP_SIZE: tl.constexpr, BIG: tl.constexpr, ASM: tl.constexpr,
                  UPCAST: tl.constexpr, WT: tl.constexpr, IMMA: tl.constexpr,
-                 ZMMA: tl.constexpr = False, NVX: tl.constexpr = False):  # fmt: skip
+                 ZMMA: tl.constexpr = False, NVX: tl.constexpr = False,
+                 CHAINS: tl.constexpr = 1):  # fmt: skip
     """One group of two codes a byte. int4 sums the group apart and scales it; MX fp4 has
     the scale in the codes' values. IMMA (W4A8, symmetric int8 x): 16 q as int8 in k order
     on the integer MMA, its sums read back as float32 (IMMA_BASE: the same integers the bf16
@@ -174,7 +175,7 @@ def _nibble_step(acc, acc_t, xt, b, s_cur, z_cur, WFMT: tl.constexpr,
             acc += (part.to(tl.float32, bitcast=True) - IMMA_BASE_VALUE) * s_cur[None, :]
     else:
         acc, acc_t = _pair_step(acc, acc_t, xt, b, s_cur, z_cur, WFMT, GROUP_SIZE, BIG, ASM,
-                                UPCAST, WT, ZMMA, NVX)  # fmt: skip
+                                UPCAST, WT, ZMMA, NVX, CHAINS)  # fmt: skip
     return acc, acc_t
 
 
@@ -182,10 +183,13 @@ def _nibble_step(acc, acc_t, xt, b, s_cur, z_cur, WFMT: tl.constexpr,
 def _pair_step(acc, acc_t, xt, b, s_cur, z_cur, WFMT: tl.constexpr, GROUP_SIZE: tl.constexpr,
                BIG: tl.constexpr, ASM: tl.constexpr, UPCAST: tl.constexpr,
                WT: tl.constexpr, ZMMA: tl.constexpr = False,
-               NVX: tl.constexpr = False):  # fmt: skip
+               NVX: tl.constexpr = False, CHAINS: tl.constexpr = 1):  # fmt: skip
     """_nibble_step on bf16 pairs: the low nibbles of bytes ``b`` meet x's even columns,
     the high ones its odd columns. ZMMA (int4, WT): the codes as base + q and the zero
-    point as a third operand, -(base + z) on every column (int4_zmma.int4_base_codes)."""
+    point as a third operand, -(base + z) on every column (int4_zmma.int4_base_codes).
+    CHAINS 2 (a probe; int4, WT, not ZMMA): the low and high nibbles' MMAs as two chains of
+    their own, each scaled into the accumulator (half the dependent MMAs a group; another
+    float32 order)."""
     xe, xo = tl.split(tl.reshape(xt, (xt.shape[0], GROUP_SIZE // 2, 2)))
     if WFMT == 9:  # NVFP4: s_cur, z_cur the two blocks' steps, rounded in float32
         # each byte column's block's step by a select (nvfp4_codes.py: a join and a reshape
@@ -213,6 +217,12 @@ def _pair_step(acc, acc_t, xt, b, s_cur, z_cur, WFMT: tl.constexpr, GROUP_SIZE: 
     elif WFMT == 4 or WFMT == 9:
         acc = mma(xe, tl.trans(lo), acc, UPCAST, "ieee")
         acc = mma(xo, tl.trans(hi), acc, UPCAST, "ieee")
+    elif WT and CHAINS == 2 and not ZMMA:  # (each chain scaled apart: Triton folds a dot
+        # from zero added to another dot into one chain)
+        plo = mma(lo, tl.trans(xe), tl.zeros(acc_t.shape, dtype=tl.float32), UPCAST, "ieee")
+        phi = mma(hi, tl.trans(xo), tl.zeros(acc_t.shape, dtype=tl.float32), UPCAST, "ieee")
+        acc_t += plo * s_cur[:, None]
+        acc_t += phi * s_cur[:, None]
     elif WT:
         part = mma(lo, tl.trans(xe), tl.zeros(acc_t.shape, dtype=tl.float32), UPCAST, "ieee")
         part = mma(hi, tl.trans(xo), part, UPCAST, "ieee")
@@ -241,6 +251,7 @@ def _group_steps(
     ALIGNED: tl.constexpr = False, TILE_B: tl.constexpr = 64, TILE_R: tl.constexpr = 64,
     KSTEP: tl.constexpr = 0, ZMMA: tl.constexpr = False, NVX: tl.constexpr = False,
     POST: tl.constexpr = False, XMX: tl.constexpr = False, TMA: tl.constexpr = False, trow=0,
+    CHAINS: tl.constexpr = 1,
 ):  # fmt: skip
     """The main loop of the grouped formats (int4, W4A8, MX) over K range [k_lo, k_hi):
     (acc, acc_t) plus this range's products. ``wrows``: each row's first code byte plus the
@@ -309,5 +320,5 @@ def _group_steps(
                     b = tl.load(wp, mask=nmask[:, None], other=0)
                 acc, acc_t = _nibble_step(acc, acc_t, xt, b, s_cur, z_cur,
                                           WFMT, GROUP_SIZE, BIG, ASM, UPCAST, WT,
-                                          IMMA, ZMMA, NVX)  # fmt: skip
+                                          IMMA, ZMMA, NVX, CHAINS)  # fmt: skip
     return acc, acc_t

@@ -187,7 +187,7 @@ def test_w4a8_integer_mma_extreme_group_sums(gs, tile):
 
 TILES = [None, {"WT": False, "PREF": False, "num_warps": 4}, {"WT": True, "PREF": False},
          {"WT": False, "PREF": True, "num_warps": 4},
-         {"WT": True, "PREF": False, "LOOP_STAGES": 3}]  # fmt: skip
+         {"WT": True, "PREF": False, "LOOP_STAGES": 3}, {"CHAINS": 2}]  # fmt: skip
 
 
 @pytest.mark.parametrize("gs", [32, 64, 128])
