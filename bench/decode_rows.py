@@ -13,7 +13,8 @@ adds variants (JSON, per format; beside TILE's keys, int4 takes ``ZW``: the zero
 Int4Tensor ships them: int4's default, ``"TILED": false`` times row-major codes, and ``TMA``
 with tiled codes: each step's tile copied by the tensor-memory accelerator (a probe, sm90 on;
 ``--tma-read`` adds the read floor through TMA beside ``read``); ``TILE_B`` /
-``TILE_R`` with it: other tiles, e.g. W4A8's one group a tile; int8 and fp8 take ``TILED``
+``TILE_R`` with it: other tiles, e.g. W4A8's one group a tile; ``CHAINS`` 2 (a probe): int4's
+low- and high-nibble MMAs as two chains; int8 and fp8 take ``TILED``
 too, a probe, with TILE_B at least their STEP_K, e.g. ``{"TILED": true, "TILE_B": 256,
 "TILE_R": 32}`` for their 32 x 256 TILE), ``--no-defaults`` drops the ones below.
 int8 and fp8 also take ``GEMV`` (weight_only.tile_decode, its M = 1 register-tile GEMV, with
