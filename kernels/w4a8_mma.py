@@ -157,10 +157,9 @@ def _w4a8_mma_kernel(
 
 
 def serves(xq: torch.Tensor, wq: torch.Tensor, w_scale: torch.Tensor) -> bool:
-    """W4A8 at 2..MAX_ROWS rows on CUDA or the interpreter (the zero points, if any, the
-    caller's): int8 codes of x with
-    unit inner stride, contiguous packed codes uint8 [N, K / 2], float32 scales [N, K / 32]
-    (any strides), K a multiple of 32."""
+    """W4A8 at 2..MAX_ROWS rows on CUDA or the interpreter (zero points, if any, the
+    caller's int32 [M]): int8 codes of x with unit inner stride, contiguous packed codes uint8
+    [N, K / 2], float32 scales [N, K / 32] (any strides), K a multiple of 32."""
     m, k = xq.shape
     if backend_of(xq.device) is Backend.ROCM or not 2 <= m <= MAX_ROWS:
         return False
