@@ -66,6 +66,18 @@ def test_static_activation_scale():
     assert max_rel_error(_want(host), _run(dev, 2).cpu()) < 1e-6
 
 
+def test_zero_points_of_zero_give_the_symmetric_bits():
+    """Symmetric codes through the zero-point loop with every z 0: the second dot reads back
+    the base itself, so the sums are the symmetric loop's (at its one-accumulator form)
+    bit for bit; the symmetric default (GACC) agrees to float32 rounding."""
+    _, (xq, xs, _, wq, s4, b) = _case(9)
+    y = torch.empty(9, wq.shape[0], dtype=torch.float32, device=DEV)
+    zeros = torch.zeros(9, dtype=torch.int32, device=DEV)
+    got = wm.w4a8_mma(xq, xs, wq, s4, b, y, 3, x_zero=zeros).clone()
+    assert torch.equal(got, wm.w4a8_mma(xq, xs, wq, s4, b, y, 3, {"GACC": False}))
+    assert max_rel_error(got.cpu(), wm.w4a8_mma(xq, xs, wq, s4, b, y, 3).cpu()) < 1e-6
+
+
 def test_zero_points_at_the_ends_of_int8():
     """Rows all positive (z = -128), all negative (z = 127) and mixed, against codes at
     both ends of int4 (Σ q of a group from -256 to 224): z Σ q and the group sums at their
