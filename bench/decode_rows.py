@@ -16,7 +16,8 @@ with tiled codes: each step's tile copied by the tensor-memory accelerator (a pr
 ``TILE_R`` with it: other tiles, e.g. W4A8's one group a tile; ``CHAINS`` 2 (a probe): int4's
 low- and high-nibble MMAs as two chains; int8 and fp8 take ``TILED``
 too, a probe, with TILE_B at least their STEP_K, e.g. ``{"TILED": true, "TILE_B": 256,
-"TILE_R": 32}`` for their 32 x 256 TILE), ``--no-defaults`` drops the ones below.
+"TILE_R": 32}`` for their 32 x 256 TILE, and so does MX fp4 (``mxfp4``, a probe: its BIG
+flag stays as it is)), ``--no-defaults`` drops the ones below.
 int8 and fp8 also take ``GEMV`` (weight_only.tile_decode, its M = 1 register-tile GEMV, with
 its tile keys BLOCK_N, BLOCK_K, num_warps, num_stages, per_sm and the kernel's probe keys
 EVICT, UNROLL, EVEN), ``STATIC`` (kernels/gemv_static.py: a GEMV with K compiled in, served
@@ -213,7 +214,7 @@ def _runner_of(wf: Any, groups: int, x: torch.Tensor, t: tuple, tile: dict, fmt:
     tiled = tile.pop("TILED", wf is W.UINT4)
     # the zero points as 32-bit words of four groups: with tiled codes by default, as
     # Int4Tensor ships them (its zero_gw); row-major codes take them on request
-    if tile.pop("ZW", tiled) and t[2] is not None:
+    if tile.pop("ZW", tiled and wf is W.UINT4) and t[2] is not None:
         t = (t[0], t[1], pack_zero_words(t[2].contiguous()))
     if tiled:  # (int8 and fp8 byte codes too: a probe; their TILE_B at least the step)
         b = t[0].view(torch.uint8)

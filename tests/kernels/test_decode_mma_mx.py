@@ -164,3 +164,23 @@ def test_eight_rows_are_sixteen_rows_bit_for_bit(m, big, wfmt):
     assert torch.equal(ys[0].isnan(), ys[1].isnan())
     a, b = ys[0].nan_to_num(), ys[1].nan_to_num()
     assert torch.equal(a, b) if GPU else max_rel_error(a, b) < 1e-6
+
+
+@pytest.mark.parametrize("tile_b, tile_r", [(64, 64), (32, 64), (32, 32)])
+@pytest.mark.parametrize("big", [False, True], ids=["one-multiply", "big"])
+def test_fp4_codes_in_tiles_are_the_row_major_codes(tile_b, tile_r, big):
+    """MX fp4 codes in tile_uint4's order (a probe: MXTensor ships them row-major;
+    ``python -m bench.decode_rows --formats mxfp4 --extra '{"mxfp4": [{"TILED": true}]}'``
+    times it) give the row-major codes' bits: the same bytes read from where they moved."""
+    from aoq.formats.packing import tile_uint4
+
+    n, k, m = 128, 1024, 3
+    q, s, _ = _weight(n, k, SMALL + [LIMIT[FP4] + 1] * big)
+    x = torch.randn(m, k, generator=torch.Generator().manual_seed(3)).to(torch.bfloat16).to(DEV)
+    want = torch.empty(m, n, dtype=OUT, device=DEV)
+    dm.decode_mma(x, q, s, _flag(s), None, want, k // 32, FP4, 2)
+    y = torch.empty(m, n, dtype=OUT, device=DEV)
+    dm.decode_mma(x, tile_uint4(q, tile_b, tile_r), s, _flag(s), None, y, k // 32, FP4, 2,
+                  tile={"TILE_B": tile_b, "TILE_R": tile_r}, tiled=True)  # fmt: skip
+    assert torch.equal(y.nan_to_num(), want.nan_to_num())
+    assert torch.equal(y.isnan(), want.isnan())
