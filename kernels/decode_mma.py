@@ -30,9 +30,9 @@ int4's tile (run of 2026-11-22, H200, M = 1 and 16, K x N 8192 x 8192 and 4096 x
 
 W4A8 (``WFMT`` 3, symmetric int4 in groups of 32, int8 activations) takes the same tile
 and orientation at two groups a step (TILE): x's codes, less the row's zero point for
-asymmetric activations (at most 255 in magnitude), are exact in bf16. Since session 40 it
-serves W4A8 only for zero-point activations and on ROCm: symmetric ones on CUDA take
-w4a8_mma.py (int_act_mm.ROWS_MMA_FROM).
+asymmetric activations (at most 255 in magnitude), are exact in bf16. Since session 41 it
+serves W4A8 on ROCm and for groups other than 32 only: the rest on CUDA takes w4a8_mma.py
+(int_act_mm.ROWS_MMA_FROM; zero points there since session 41, symmetric since 40).
 """
 
 from __future__ import annotations

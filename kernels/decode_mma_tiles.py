@@ -56,7 +56,8 @@ split up to one full wave, not only powers of two), orientation (WT), scale pref
   whatever its tile: the packing stays row-major (bench/NOTES.md, session 27). Since
   session 40 symmetric W4A8 on CUDA reads those row-major codes 16 rows x 8 groups a step
   in w4a8_mma.py instead (M16 kernel 21.2 / 17.8 / 20.6 us against this tile's 26.5 / 23.8 /
-  24.1); this tile keeps zero-point activations and ROCm.
+  24.1), and zero-point activations too since session 41; this tile keeps ROCm and groups
+  other than 32.
 - KINT (UINT4): the K splits interleaved, split s taking steps s, s + S, ... (S splits), so
   a column tile's splits read side by side; the partition is the same for every layout and
   ROWS, so they keep one another's bits. H100, tiled codes, M 1 (M 16), session 27: 17.2 /

@@ -192,7 +192,7 @@ def decode_mma_specs(target: str) -> list[Spec]:
 
 
 def w4a8_mma_specs(target: str) -> list[Spec]:
-    """kernels/w4a8_mma.py (W4A8 at GEMV_ROWS < M <= 16 on row-major codes, the groups of a
+    """kernels/w4a8_mma.py (W4A8 at ROWS_MMA_FROM <= M <= 16 on row-major codes, the groups of a
     step one batched integer dot): x padded to 16 and 8 rows, with zero points (a second
     dot against them), with PDL and chained on PDL_TARGETS. Its nibbles are NVIDIA PTX; AMD
     compiles the plain path (not served there: ROCm keeps decode_mma)."""
