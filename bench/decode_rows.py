@@ -38,9 +38,7 @@ tuning aid for decode_mma.TILE and w4a8_gemv.GEMV_TILE, not the benchmark of rec
 is ``make bench``). ``w8a8act`` and ``fp8act`` (per-row) time W8A8's and fp8's decode the same
 way, with ``PDL`` their one key. Every format takes ``CHAIN`` (false: the split-K reduction
 kernel launched plainly, not chained to the split kernel; splitk.CHAIN) and ``AHEAD`` (false:
-a decode kernel launched with PDL loads no weights before its wait; _common.PDL_AHEAD) and
-``EARLY`` (true: the decode chain's last kernel lets the next decode be placed at once;
-_common.PDL_EARLY).
+a decode kernel launched with PDL loads no weights before its wait; _common.PDL_AHEAD).
 
 Why 8 rows (bench/NOTES.md, session 18): at M <= 8 the 16-row padding doubles the MMAs, x's
 loads and x's and the accumulators' registers. Compiled for sm90, int4's loop drops from 393
@@ -99,8 +97,8 @@ an SM) were timed in session 38 and lost everywhere (bench/NOTES.md); ``SK`` Fal
 split-K where the TILE takes stream-K, an int forces that many stream-K programs."""
 
 SHAPES = ((8192, 8192), (4096, 14336), (14336, 4096))  # K x N
-EXACT_KEYS = {"ROWS", "PDL", "CHAIN", "AHEAD", "EARLY", "XQ", "XQ_BLOCK_N", "XQ_num_warps",
-              "ALIGNED", "TMA", "L2PRE", "ASYM", "ZEROS"}  # fmt: skip
+EXACT_KEYS = {"ROWS", "PDL", "CHAIN", "AHEAD", "XQ", "XQ_BLOCK_N", "XQ_num_warps", "ALIGNED",
+              "TMA", "L2PRE", "ASYM", "ZEROS"}  # fmt: skip
 """Variants whose keys are all here must give the TILE's bits (only the padding, the launch,
 or the GEMV's rows a program changed); others (a split or a step) agree to 1e-2. An ``ASYM``
 variant (W4A8 with zero points: x quantized otherwise) is checked against ``{"ASYM": true}``
@@ -123,16 +121,15 @@ def _runner(wf: Any, groups: int, x: torch.Tensor, t: tuple, tile: dict, fmt: st
     tile = dict(tile)
     chain = tile.pop("CHAIN", splitk.CHAIN)
     ahead = tile.pop("AHEAD", _common.PDL_AHEAD)
-    early = tile.pop("EARLY", _common.PDL_EARLY)
     call = _runner_of(wf, groups, x, t, tile, fmt)
 
     def switched() -> Any:
-        was = splitk.CHAIN, _common.PDL_AHEAD, _common.PDL_EARLY
-        splitk.CHAIN, _common.PDL_AHEAD, _common.PDL_EARLY = chain, ahead, early
+        was = splitk.CHAIN, _common.PDL_AHEAD
+        splitk.CHAIN, _common.PDL_AHEAD = chain, ahead
         try:
             return call()
         finally:
-            splitk.CHAIN, _common.PDL_AHEAD, _common.PDL_EARLY = was
+            splitk.CHAIN, _common.PDL_AHEAD = was
 
     return switched
 

@@ -104,15 +104,6 @@ loads its first step's weights before it waits (the weights are not that kernel'
 ``AOQ_PDL_AHEAD=0``: it reads nothing before the wait (A/B runs)."""
 
 
-PDL_EARLY = os.environ.get("AOQ_PDL_EARLY", "0") != "0"
-"""The decode chain's last kernel (the chained split-K reduction, an unsplit decode_mma, the
-static GEMV) lets the kernel after it, where that one is launched with programmatic
-dependent launch, be placed as soon as its own programs have all started
-(``griddepcontrol.launch_dependents`` first): the next decode's programs then take SM slots
-as this one's free and wait there (``griddepcontrol.wait``) instead of being launched when it
-exits. A probe (``AOQ_PDL_EARLY=1``; bench.decode_rows' ``EARLY``)."""
-
-
 DECODE_PDL = os.environ.get("AOQ_DECODE_PDL", "1") != "0"
 """Weight-only and MX decode kernels (decode_mma, gemv_static) are launched with
 programmatic dependent launch where the GPU has it (:func:`pdl`): their programs are placed

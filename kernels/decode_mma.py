@@ -42,7 +42,7 @@ from typing import Any
 import torch
 import triton
 import triton.language as tl
-from aoq.kernels import _common, decode_mma_sk, splitk
+from aoq.kernels import decode_mma_sk, splitk
 from aoq.kernels._common import (
     INTERPRET,
     WeightFormat,
@@ -379,6 +379,6 @@ def decode_mma(
         STATIC=x_scale is not None and x_scale.dim() == 0, HAS_BIAS=bias is not None,
         SPLIT_K=p.split, TAIL=p.tail(splitk.epilogue_bits(**epi)), BLOCK_N=bn, BLOCK_K=bk,
         ASM=asm, UPCAST=INTERPRET, PDL=pdl, launch_pdl=pdl,
-        TRIGGER=p.chain or (pdl and _common.PDL_EARLY), **cfg,
+        TRIGGER=p.chain, **cfg,
     )  # fmt: skip
     p.finish(y, **epi)

@@ -25,10 +25,9 @@ import functools
 import torch
 import triton
 import triton.language as tl
-from aoq.kernels import _common
 from aoq.kernels._common import WeightFormat, int8_float
 from aoq.kernels._launch import launch
-from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
+from triton.language.extra.cuda import gdc_wait
 
 STATIC_TILE = {"BLOCK_N": 2, "BLOCK_K": 512, "num_warps": 2}
 """Rows a program, codes a step, warps: the H100's best single tile over the three shapes
@@ -49,15 +48,11 @@ def _gemv_static_kernel(
     x_ptr, w_ptr, s_ptr, b_ptr, y_ptr, N, stride_wn,
     K: tl.constexpr, INT8: tl.constexpr, HAS_BIAS: tl.constexpr,
     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PDL: tl.constexpr = False,
-    TRIGGER: tl.constexpr = False,
 ):  # fmt: skip
     """y[n] = s[n] * sum_k x[k] w[n, k] (+ b[n]) for this program's rows. Rows past N read
     row N - 1 (their stores are masked), so only a partial last K step has masked loads.
     PDL: launched with programmatic dependent launch, it waits for the kernel before it
-    before reading anything. TRIGGER: the kernel after it may be placed now
-    (_common.PDL_EARLY)."""
-    if TRIGGER:
-        gdc_launch_dependents()
+    before reading anything."""
     if PDL:
         gdc_wait()
     offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -145,6 +140,6 @@ def gemv_static(
     launch(_gemv_static_kernel, (triton.cdiv(n, cfg["BLOCK_N"]),),
         x, qdata, scale, bias if bias is not None else scale, y, n, qdata.stride(0),
         K=k, INT8=qdata.dtype == torch.int8, HAS_BIAS=bias is not None, PDL=pdl,
-        launch_pdl=pdl, TRIGGER=pdl and _common.PDL_EARLY, **cfg,
+        launch_pdl=pdl, **cfg,
     )  # fmt: skip
     return y

@@ -44,7 +44,6 @@ from typing import NamedTuple
 import torch
 import triton
 import triton.language as tl
-from aoq.kernels import _common
 from aoq.kernels._common import pdl
 from aoq.kernels._launch import launch
 from torch.utils._python_dispatch import _disable_current_modes
@@ -322,12 +321,9 @@ def _reduce_row(
 def _reduce_kernel(
     part_ptr, bi_ptr, cs_ptr, rs_ptr, b_ptr, y_ptr, M, N, stride_ym,
     SPLIT_K: tl.constexpr, TAIL: tl.constexpr, BLOCK_N: tl.constexpr, PDL: tl.constexpr = False,
-    TRIGGER: tl.constexpr = False,
 ):  # fmt: skip
     """Program (n, m): row m of y over BLOCK_N columns (:func:`_reduce_row`). PDL: launched
-    with programmatic dependent launch; waits for the split kernel before reading. TRIGGER:
-    the kernel after it may be placed now (_common.PDL_EARLY)."""
-    trigger(TRIGGER)
+    with programmatic dependent launch; waits for the split kernel before reading."""
     if PDL:
         gdc_wait()
     offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -382,6 +378,6 @@ def reduce_partials(
     launch(_reduce_kernel, (triton.cdiv(n, block_n), m),
         partials, opt(bias_int), opt(col_scale), opt(row_scale), opt(bias), y, m, n, y.stride(0),
         SPLIT_K=split, TAIL=epilogue_bits(col_scale, row_scale, bias, bias_int), BLOCK_N=block_n,
-        PDL=chained, launch_pdl=chained, TRIGGER=chained and _common.PDL_EARLY, num_warps=4,
+        PDL=chained, launch_pdl=chained, num_warps=4,
     )  # fmt: skip
     return y
