@@ -38,7 +38,9 @@ tuning aid for decode_mma.TILE and w4a8_gemv.GEMV_TILE, not the benchmark of rec
 is ``make bench``). ``w8a8act`` and ``fp8act`` (per-row) time W8A8's and fp8's decode the same
 way, with ``PDL`` their one key. Every format takes ``CHAIN`` (false: the split-K reduction
 kernel launched plainly, not chained to the split kernel; splitk.CHAIN) and ``AHEAD`` (false:
-a decode kernel launched with PDL loads no weights before its wait; _common.PDL_AHEAD).
+a decode kernel launched with PDL loads no weights before its wait; _common.PDL_AHEAD); the
+runners that quantize x take ``ACT_PDL`` (true: with ``PDL``, the activation kernel itself
+launched with PDL after the kernel before it; act_quant.ACT_PDL).
 
 Why 8 rows (bench/NOTES.md, session 18): at M <= 8 the 16-row padding doubles the MMAs, x's
 loads and x's and the accumulators' registers. Compiled for sm90, int4's loop drops from 393
@@ -97,8 +99,8 @@ an SM) were timed in session 38 and lost everywhere (bench/NOTES.md); ``SK`` Fal
 split-K where the TILE takes stream-K, an int forces that many stream-K programs."""
 
 SHAPES = ((8192, 8192), (4096, 14336), (14336, 4096))  # K x N
-EXACT_KEYS = {"ROWS", "PDL", "CHAIN", "AHEAD", "XQ", "XQ_BLOCK_N", "XQ_num_warps", "ALIGNED",
-              "TMA", "L2PRE", "ASYM", "ZEROS"}  # fmt: skip
+EXACT_KEYS = {"ROWS", "PDL", "CHAIN", "AHEAD", "ACT_PDL", "XQ", "XQ_BLOCK_N", "XQ_num_warps",
+              "ALIGNED", "TMA", "L2PRE", "ASYM", "ZEROS"}  # fmt: skip
 """Variants whose keys are all here must give the TILE's bits (only the padding, the launch,
 or the GEMV's rows a program changed); others (a split or a step) agree to 1e-2. An ``ASYM``
 variant (W4A8 with zero points: x quantized otherwise) is checked against ``{"ASYM": true}``
@@ -116,20 +118,21 @@ def _runner(wf: Any, groups: int, x: torch.Tensor, t: tuple, tile: dict, fmt: st
     """The call of ``fmt``'s case with ``tile``; its ``CHAIN`` and ``AHEAD`` (every format)
     set splitk.CHAIN and _common.PDL_AHEAD around each call (false: the split-K reduction
     kernel launched plainly; a decode kernel launched with PDL reads nothing before its wait)."""
-    from aoq.kernels import _common, splitk
+    from aoq.kernels import _common, act_quant, splitk
 
     tile = dict(tile)
     chain = tile.pop("CHAIN", splitk.CHAIN)
     ahead = tile.pop("AHEAD", _common.PDL_AHEAD)
+    act_pdl = tile.pop("ACT_PDL", act_quant.ACT_PDL)
     call = _runner_of(wf, groups, x, t, tile, fmt)
 
     def switched() -> Any:
-        was = splitk.CHAIN, _common.PDL_AHEAD
-        splitk.CHAIN, _common.PDL_AHEAD = chain, ahead
+        was = splitk.CHAIN, _common.PDL_AHEAD, act_quant.ACT_PDL
+        splitk.CHAIN, _common.PDL_AHEAD, act_quant.ACT_PDL = chain, ahead, act_pdl
         try:
             return call()
         finally:
-            splitk.CHAIN, _common.PDL_AHEAD = was
+            splitk.CHAIN, _common.PDL_AHEAD, act_quant.ACT_PDL = was
 
     return switched
 

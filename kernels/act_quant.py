@@ -19,6 +19,7 @@ Ops (namespace ``aoq``): ``quantize_int8_act(x, mode, act_scale) -> (q, scale, z
 from __future__ import annotations
 
 import enum
+import os
 
 import torch
 import triton
@@ -31,14 +32,26 @@ from aoq.kernels._common import (
     backend_of,
     check_2d,
     out_dtype_for,
+    pdl,
     rne,
 )
 from aoq.kernels._launch import launch
-from triton.language.extra.cuda import gdc_launch_dependents
+from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 from aoq.formats import affine, float8
 
 INTERPRET_FLAG = tl.constexpr(INTERPRET)  # kernels read globals only as constexprs
+ACT_PDL = os.environ.get("AOQ_ACT_PDL", "0") != "0"
+"""A probe: decode's activation kernel (int8 of every mode, fp8 per row) launched with
+programmatic dependent launch where the GPU has it, placed while the kernel before it
+finishes and waiting for it (``griddepcontrol.wait``) before reading x or writing anything.
+``AOQ_ACT_PDL=1``; bench.decode_rows' ``ACT_PDL``."""
+
+
+def _act_pdl(x: torch.Tensor, trigger: bool) -> bool:
+    """Whether this decode activation launch (``trigger``: a decode kernel follows it with
+    PDL) waits for the kernel before it under programmatic dependent launch."""
+    return ACT_PDL and trigger and pdl(x.device)
 
 
 class ActMode(enum.IntEnum):
@@ -111,6 +124,7 @@ def _act_quant_kernel(
     MODE: tl.constexpr, GIVEN: tl.constexpr, QMAX: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, ONE_TILE: tl.constexpr,
     REVERSE: tl.constexpr = False, QDQ: tl.constexpr = False, TRIGGER: tl.constexpr = False,
+    PDL: tl.constexpr = False,
 ):  # fmt: skip
     """Quantize BLOCK_M rows. GIVEN: the scale is the float32 scalar at given_ptr (static
     int8, or the per-tensor float8 scale from the amax pass). ONE_TILE: K <= BLOCK_K, the
@@ -121,6 +135,8 @@ def _act_quant_kernel(
     one's results with griddepcontrol.wait; _common.pdl says which GPUs have it)."""
     if TRIGGER:
         gdc_launch_dependents()
+    if PDL:  # launched with programmatic dependent launch: the kernel before it first
+        gdc_wait()
     pid = tl.program_id(0)
     if REVERSE:
         pid = tl.num_programs(0) - 1 - pid
@@ -272,6 +288,7 @@ def quantize_int8_act_triton(
         x, q, scale, zero, given if given is not None else scale, m, k, x.stride(0), q.stride(0),
         MODE=int(amode), GIVEN=static, QMAX=127.0,
         BLOCK_M=bm, BLOCK_K=bk, ONE_TILE=k <= bk, num_warps=warps, TRIGGER=trigger,
+        PDL=_act_pdl(x, trigger), launch_pdl=_act_pdl(x, trigger),
     )  # fmt: skip
     return q, scale, zero
 
@@ -295,6 +312,7 @@ def quantize_fp8_act_triton(
                 x, q, scale, scale, scale, m, k, x.stride(0), q.stride(0),
                 MODE=int(ActMode.FP8), GIVEN=False, QMAX=fmax,
                 BLOCK_M=bm, BLOCK_K=bk, ONE_TILE=k <= bk, num_warps=warps, TRIGGER=trigger,
+                PDL=_act_pdl(x, trigger), launch_pdl=_act_pdl(x, trigger),
             )  # fmt: skip
         elif m:
             scale.fill_(TINY)
