@@ -39,8 +39,8 @@ is ``make bench``). ``w8a8act`` and ``fp8act`` (per-row) time W8A8's and fp8's d
 way, with ``PDL`` their one key. Every format takes ``CHAIN`` (false: the split-K reduction
 kernel launched plainly, not chained to the split kernel; splitk.CHAIN) and ``AHEAD`` (false:
 a decode kernel launched with PDL loads no weights before its wait; _common.PDL_AHEAD); the
-runners that quantize x take ``ACT_PDL`` (true: with ``PDL``, the activation kernel itself
-launched with PDL after the kernel before it; act_quant.ACT_PDL).
+runners that quantize x take ``ACT_PDL`` (false: with ``PDL``, the activation kernel
+launched plainly, not with PDL after the kernel before it; act_quant.ACT_PDL).
 
 Why 8 rows (bench/NOTES.md, session 18): at M <= 8 the 16-row padding doubles the MMAs, x's
 loads and x's and the accumulators' registers. Compiled for sm90, int4's loop drops from 393

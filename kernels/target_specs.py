@@ -229,7 +229,12 @@ def specs(target: str) -> list[Spec]:
                     int8_row,
                     name="act_quant.int8_row_trigger",
                     constexprs={**act_ce, "TRIGGER": True},
-                )
+                ),
+                replace(  # decode's rows up to ACT_PDL_ROWS: placed early, waits first
+                    int8_row,
+                    name="act_quant.int8_row_pdl",
+                    constexprs={**act_ce, "TRIGGER": True, "PDL": True},
+                ),
             ]
             if target in PDL_TARGETS
             else []

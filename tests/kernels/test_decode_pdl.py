@@ -1,5 +1,6 @@
 """Weight-only and MX decode kernels launched with programmatic dependent launch
-(_common.DECODE_PDL): where the flag goes (CPU, the launchers spied), and on an sm90+ GPU that
+(_common.DECODE_PDL), and decode's activation kernels (act_quant.ACT_PDL): where the flags go
+(CPU, the launchers spied), and on an sm90+ GPU that
 every inference config's two chained linears, behind a kernel that writes their input, give
 the plain launches' bits, eagerly and replayed from a CUDA graph with the input rewritten
 between replays (a decode kernel that read x before the kernel writing it finished would
@@ -7,7 +8,7 @@ see the last replay's)."""
 
 import pytest
 import torch
-from aoq.kernels import _common, decode_mma, gemv_static
+from aoq.kernels import _common, act_quant, decode_mma, gemv_static
 from aoq.kernels import weight_only as wo
 from aoq.kernels._common import INTERPRET, WeightFormat
 
@@ -75,6 +76,7 @@ def test_chained_linears_keep_their_bits(config, m, monkeypatch):
     runs = {}
     for on in (False, True):
         monkeypatch.setattr(_common, "DECODE_PDL", on)
+        monkeypatch.setattr(act_quant, "ACT_PDL", on)
         seen.clear()
         eager = []
         for x in xs:
@@ -94,3 +96,26 @@ def test_chained_linears_keep_their_bits(config, m, monkeypatch):
     # graph's decode_mma by float rounding: bench/NOTES.md, session 39), so each mode is
     # compared with itself, launched plainly
     assert all(bit_equal(p, q) for p, q in zip(runs[False], runs[True], strict=True))
+
+
+@pytest.mark.parametrize("on", [True, False])
+@pytest.mark.parametrize("gpu_has_it", [True, False])
+@pytest.mark.parametrize("trigger", [True, False])
+@pytest.mark.parametrize("m", [1, 4, 5])
+def test_the_activation_kernel_takes_pdl_where_its_decode_does(on, gpu_has_it, trigger, m,
+                                                                monkeypatch):  # fmt: skip
+    """int8 (every mode) and fp8 per-row activations: PDL with a decode that takes it
+    (``trigger``), up to ACT_PDL_ROWS rows, where the GPU has it and the switch is on."""
+    seen = []
+    monkeypatch.setattr(act_quant, "ACT_PDL", on)
+    monkeypatch.setattr(act_quant, "pdl", lambda device: gpu_has_it)
+    monkeypatch.setattr(act_quant, "backend_of", lambda device: None)  # (CPU tensors: spied)
+    monkeypatch.setattr(act_quant, "launch",
+                        lambda *a, **k: seen.append((k["PDL"], k["launch_pdl"])))  # fmt: skip
+    x = torch.ones(m, 64, device="cuda" if GPU else "cpu")
+    for mode in (0, 1):
+        act_quant.quantize_int8_act_triton(x, mode, None, trigger)
+    act_quant.quantize_int8_act_triton(x, 2, torch.ones(()), trigger)
+    act_quant.quantize_fp8_act_triton(x, True, torch.float8_e4m3fn, trigger)
+    takes = on and gpu_has_it and trigger and m <= act_quant.ACT_PDL_ROWS == 4
+    assert seen == [(takes, takes)] * 4
