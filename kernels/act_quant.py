@@ -145,7 +145,8 @@ def _act_quant_kernel(
     second pass: the amax pass read them last, so part of them is still in L2). QDQ: the
     codes' values in q's dtype instead of the codes. TRIGGER (sm90 and later): let a kernel
     launched after this one with programmatic dependent launch start now (it waits for this
-    one's results with griddepcontrol.wait; _common.pdl says which GPUs have it)."""
+    one's results with griddepcontrol.wait; _common.pdl says which GPUs have it). PDL: this
+    one was launched that way (ACT_PDL), and waits for the kernel before it first."""
     if TRIGGER:
         gdc_launch_dependents()
     if PDL:  # launched with programmatic dependent launch: the kernel before it first
@@ -297,11 +298,12 @@ def quantize_int8_act_triton(
             scale.copy_(given.reshape(()))
         return q, scale, zero.zero_()
     bm, bk, warps = _blocks(m, k)
+    wait = _act_pdl(x, trigger)
     launch(_act_quant_kernel, (triton.cdiv(m, bm),),
         x, q, scale, zero, given if given is not None else scale, m, k, x.stride(0), q.stride(0),
         MODE=int(amode), GIVEN=static, QMAX=127.0,
         BLOCK_M=bm, BLOCK_K=bk, ONE_TILE=k <= bk, num_warps=warps, TRIGGER=trigger,
-        PDL=_act_pdl(x, trigger), launch_pdl=_act_pdl(x, trigger),
+        PDL=wait, launch_pdl=wait,
     )  # fmt: skip
     return q, scale, zero
 
@@ -321,11 +323,12 @@ def quantize_fp8_act_triton(
     if per_row:
         scale = torch.empty((m, 1), dtype=torch.float32, device=x.device)
         if m and k:
+            wait = _act_pdl(x, trigger)
             launch(_act_quant_kernel, grid,
                 x, q, scale, scale, scale, m, k, x.stride(0), q.stride(0),
                 MODE=int(ActMode.FP8), GIVEN=False, QMAX=fmax,
                 BLOCK_M=bm, BLOCK_K=bk, ONE_TILE=k <= bk, num_warps=warps, TRIGGER=trigger,
-                PDL=_act_pdl(x, trigger), launch_pdl=_act_pdl(x, trigger),
+                PDL=wait, launch_pdl=wait,
             )  # fmt: skip
         elif m:
             scale.fill_(TINY)

@@ -1,10 +1,9 @@
 """Weight-only and MX decode kernels launched with programmatic dependent launch
 (_common.DECODE_PDL), and decode's activation kernels (act_quant.ACT_PDL): where the flags go
-(CPU, the launchers spied), and on an sm90+ GPU that
-every inference config's two chained linears, behind a kernel that writes their input, give
-the plain launches' bits, eagerly and replayed from a CUDA graph with the input rewritten
-between replays (a decode kernel that read x before the kernel writing it finished would
-see the last replay's)."""
+(CPU, the launchers spied), and on an sm90+ GPU that every inference config's two chained
+linears, behind a kernel that writes their input, give the plain launches' bits, eagerly
+and replayed from a CUDA graph with the input rewritten between replays (a decode kernel that
+read x before the kernel writing it finished would see the last replay's)."""
 
 import pytest
 import torch
