@@ -42,28 +42,18 @@ from aoq.formats import affine, float8
 
 INTERPRET_FLAG = tl.constexpr(INTERPRET)  # kernels read globals only as constexprs
 ACT_PDL = os.environ.get("AOQ_ACT_PDL", "1") != "0"
-"""Decode's activation kernel (int8 of every mode, fp8 per row) is launched with programmatic
-dependent launch where the decode kernel after it is (the launcher's ``trigger``) and x has
-at most ACT_PDL_ROWS rows: its programs are placed while the kernel before it finishes, and
-wait for it (``griddepcontrol.wait``) before they read x or write anything, so the result is
-the plain launch's. ``AOQ_ACT_PDL=0``: plain launches (A/B runs)."""
+"""Decode's activation kernel takes programmatic dependent launch where :func:`_act_pdl` says:
+placed while the kernel before it finishes, it waits for it (``griddepcontrol.wait``) before
+reading or writing anything, so the bits are the plain launch's. ``AOQ_ACT_PDL=0``: plain."""
 ACT_PDL_ROWS = 4
-"""The most rows of x whose activation kernel takes PDL. Activation kernel + decode, graph
-replays, µs at 8192^2 / 4096 x 14336 / 14336 x 4096, two passes each (``python -m
-bench.decode_rows --formats w4a8gemv,w8a8act,fp8act --ms 1,4,16 --no-defaults --extra '{F:
-[{"PDL": true}, {"PDL": true, "ACT_PDL": true}]}'``, session 42), plain -> PDL:
-H100 M 1: W4A8 18.8-18.9 / 16.0-16.1 / 17.4-17.6 -> 18.6 / 15.7-15.8 / 17.1-17.4, W8A8 29.9-30.1
-/ 26.4-26.7 / 27.1-27.2 -> 29.6-29.8 / 26.2-26.4 / 26.3, fp8 28.7-29.2 / 25.8-26.2 / 26.3-26.7
--> 28.5-28.9 / 25.5-25.9 / 25.8-26.2; M 4 0-0.3 less; M 16 W4A8 23.2-23.5 / 18.8-19.0 /
-22.0-22.6 -> 23.6-23.8 / 18.5-18.9 / 22.3-22.6 (slower where K is split). H200 M 1: W4A8
-14.9-15.3 / 12.7-13.0 / 14.3 -> 14.7-15.0 / 13.0 / 14.1-14.2, W8A8 23.3-23.5 / 20.3 / 21.8-21.9
--> 23.0-23.2 / 20.2-20.3 / 20.9-21.0, fp8 22.4-22.6 / 20.2-20.7 / 20.6-20.7 -> 22.1-22.2 /
-20.5-20.6 / 20.0; M 4 0.1-0.4 less; M 16 W4A8 +0.1-0.5 at 8192^2."""
+"""The most rows of x whose activation kernel takes PDL: 0.1-0.9 µs less a call at M 1 for
+W4A8, W8A8 and fp8 row on an H100 and an H200, 0-0.4 at M 4, slower at M 16 where K is split
+(bench/NOTES.md, session 42, with the command that times it)."""
 
 
 def _act_pdl(x: torch.Tensor, trigger: bool) -> bool:
-    """Whether this activation launch takes programmatic dependent launch (:data:`ACT_PDL`:
-    the decode after it does, ``trigger``, at most ACT_PDL_ROWS rows, and the GPU has it)."""
+    """Whether this activation launch (int8 of every mode, fp8 per row) takes PDL: ACT_PDL on,
+    the decode after it takes PDL (``trigger``), at most ACT_PDL_ROWS rows, and the GPU has it."""
     return ACT_PDL and trigger and x.shape[0] <= ACT_PDL_ROWS and pdl(x.device)
 
 
