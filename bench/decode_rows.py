@@ -27,7 +27,8 @@ the peer's kernel).
 ``w4a8gemv`` times W4A8's decode as the bench's graphs run it: the activation kernel, then
 w4a8_gemv (M = 1) or int_act_mm's decode (M > 1); keys GEMV_TILE's (M = 1), ``SGM`` (the
 scales group-major), ``XQ`` (x quantized in the GEMV: one launch), ``PDL`` (the decode
-kernel launched with programmatic dependent launch while the activation kernel runs) and
+kernel launched with programmatic dependent launch while the activation kernel runs;
+``LATE`` with it: placed only as the activation kernel exits, false: at once) and
 ``GEMV`` (M > 1: the GEMV for every row, up to w4a8_gemv.MAX_ROWS, on row-major scales),
 ``MMA`` (M > 1: the matrix-unit decode, where int_act_mm.GEMV_ROWS would take the GEMV) and
 ``TILED`` (a probe: decode_mma at every M on the codes in tiles of one group, tile_uint4's
@@ -100,7 +101,7 @@ split-K where the TILE takes stream-K, an int forces that many stream-K programs
 
 SHAPES = ((8192, 8192), (4096, 14336), (14336, 4096))  # K x N
 EXACT_KEYS = {"ROWS", "PDL", "CHAIN", "AHEAD", "ACT_PDL", "XQ", "XQ_BLOCK_N", "XQ_num_warps",
-              "ALIGNED", "TMA", "L2PRE", "ASYM", "ZEROS"}  # fmt: skip
+              "ALIGNED", "TMA", "L2PRE", "ASYM", "ZEROS", "LATE"}  # fmt: skip
 """Variants whose keys are all here must give the TILE's bits (only the padding, the launch,
 or the GEMV's rows a program changed); others (a split or a step) agree to 1e-2. An ``ASYM``
 variant (W4A8 with zero points: x quantized otherwise) is checked against ``{"ASYM": true}``

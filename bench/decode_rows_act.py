@@ -14,7 +14,9 @@ def gemv_runner(x: torch.Tensor, t: tuple, tile: dict) -> Any:
     """W4A8 decode as the bench's graphs run it: the activation kernel, then the GEMV (M = 1)
     or int_act_mm's decode (on group-major scales). ``ASYM``: activations with zero points;
     ``ROWS_MMA`` false: int_act_mm.ROWS_MMA off (decode_mma where w4a8_mma would serve);
-    ``ROWS_TILE``: keys of w4a8_mma.TILE for the call."""
+    ``ROWS_TILE``: keys of w4a8_mma.TILE for the call; ``LATE`` (with PDL): the activation
+    kernel lets the decode start as it exits (act_quant's ``late``; default: where
+    w4a8_mma.late_trigger says, as the linear path)."""
     from aoq.kernels import act_quant
     from aoq.kernels import int_act_mm as ia
     from aoq.kernels import w4a8_mma as wm
@@ -32,6 +34,9 @@ def gemv_runner(x: torch.Tensor, t: tuple, tile: dict) -> Any:
         return group_tiles_runner(x, t, tile, pdl)
     gemv = m == 1 or tile.pop("GEMV", False)  # (M > 1: the GEMV's rows, up to its MAX_ROWS)
     mma = tile.pop("MMA", False)  # M > 1: decode_mma even where int_act_mm takes the GEMV
+    rows_path = not gemv and not mma and rows_mma and m >= ia.ROWS_MMA_FROM
+    late_rule = rows_path and wm.late_trigger(m, t[0].shape[0], x.shape[1], x.device)
+    late = tile.pop("LATE", late_rule) and pdl
     s = t[1].t().contiguous().t() if tile.pop("SGM", False) or not gemv else t[1]
     y = torch.empty(m, t[0].shape[0], dtype=x.dtype, device=x.device)
     flags = dict(GROUP_SIZE=32, ASYM=mode == 1, STATIC=False, HAS_BIAS=False, HAS_BIAS_INT=False)
@@ -39,7 +44,7 @@ def gemv_runner(x: torch.Tensor, t: tuple, tile: dict) -> Any:
 
     def call() -> torch.Tensor:
         if not gemv:
-            xq, xs, xz = act_quant.quantize_int8_act_triton(x, mode, None, pdl)
+            xq, xs, xz = act_quant.quantize_int8_act_triton(x, mode, None, pdl, late)
             was = ia.GEMV_ROWS, ia.ROWS_MMA_FROM, ia.ROWS_MMA, wm.TILE
             ia.GEMV_ROWS, ia.ROWS_MMA_FROM = (0, 2) if mma else was[:2]
             ia.ROWS_MMA, wm.TILE = rows_mma, rows_tile

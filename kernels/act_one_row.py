@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
-from aoq.kernels.act_quant import _codes, _scale_zero, _tensor_scale
+from aoq.kernels.act_amax import _tensor_scale
+from aoq.kernels.act_quant import _codes, _scale_zero
 
 
 @triton.jit

@@ -36,6 +36,7 @@ from aoq.kernels._common import (
     rne,
 )
 from aoq.kernels._launch import launch
+from aoq.kernels.act_amax import _row_amax_kernel, _tensor_scale_kernel
 from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 from aoq.formats import affine, float8
@@ -46,15 +47,17 @@ ACT_PDL = os.environ.get("AOQ_ACT_PDL", "1") != "0"
 placed while the kernel before it finishes, it waits for it (``griddepcontrol.wait``) before
 reading or writing anything, so the bits are the plain launch's. ``AOQ_ACT_PDL=0``: plain."""
 ACT_PDL_ROWS = 4
-"""The most rows of x whose activation kernel takes PDL: 0.1-0.9 µs less a call at M 1 for
-W4A8, W8A8 and fp8 row on an H100 and an H200, 0-0.4 at M 4, slower at M 16 where K is split
-(bench/NOTES.md, session 42, with the command that times it)."""
+"""The most rows of x whose activation kernel takes PDL when it triggers the decode at its
+start: 0.1-0.9 µs less a call at M 1 for W4A8, W8A8 and fp8 row on an H100 and an H200, 0-0.4
+at M 4, slower at M 16 where K is split (bench/NOTES.md, session 42). With ``late`` (the
+decode placed as this kernel exits) it takes PDL at any rows (session 43)."""
 
 
-def _act_pdl(x: torch.Tensor, trigger: bool) -> bool:
+def _act_pdl(x: torch.Tensor, trigger: bool, late: bool = False) -> bool:
     """Whether this activation launch (int8 of every mode, fp8 per row) takes PDL: ACT_PDL on,
-    the decode after it takes PDL (``trigger``), at most ACT_PDL_ROWS rows, and the GPU has it."""
-    return ACT_PDL and trigger and x.shape[0] <= ACT_PDL_ROWS and pdl(x.device)
+    the decode after it takes PDL (``trigger``), at most ACT_PDL_ROWS rows unless ``late``, and
+    the GPU has it."""
+    return ACT_PDL and trigger and (late or x.shape[0] <= ACT_PDL_ROWS) and pdl(x.device)
 
 
 class ActMode(enum.IntEnum):
@@ -196,49 +199,6 @@ def _act_quant_kernel(
         tl.store(z_ptr + offs_m, z.to(tl.int32), mask=mmask)
 
 
-@triton.jit
-def _row_amax_kernel(
-    x_ptr, out_ptr, M, K, stride_xm, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
-    QMAX: tl.constexpr = 1.0, SCALE: tl.constexpr = False,
-):  # fmt: skip
-    """Row maxima of |x| into out [M]; SCALE (one program holds every row): the per-tensor
-    scale into out [1] instead (_tensor_scale, as _tensor_scale_kernel: one launch less)."""
-    offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
-    mmask = offs_m < M
-    amax = tl.zeros((BLOCK_M,), tl.float32)
-    for k0 in range(0, K, BLOCK_K):
-        offs_k = k0 + tl.arange(0, BLOCK_K)
-        mask = mmask[:, None] & (offs_k < K)[None, :]
-        x = tl.load(
-            x_ptr + offs_m.to(tl.int64)[:, None] * stride_xm + offs_k[None, :], mask=mask, other=0.0
-        )
-        amax = tl.maximum(amax, tl.max(tl.abs(x.to(tl.float32)), axis=1))
-    if SCALE:  # (rows past M hold 0)
-        tl.store(out_ptr, _tensor_scale(amax, QMAX))
-    else:
-        tl.store(out_ptr + offs_m, amax, mask=mmask)
-
-
-@triton.jit
-def _tensor_scale_kernel(amax_ptr, s_ptr, M, QMAX: tl.constexpr, BLOCK: tl.constexpr):
-    """One program: the per-tensor scale max(max_m amax[m] / QMAX, TINY) from the row maxima
-    (IEEE division; a NaN row maximum makes the scale NaN, as torch.amax would)."""
-    hi = tl.zeros((BLOCK,), tl.float32)
-    for m0 in range(0, M, BLOCK):
-        offs = m0 + tl.arange(0, BLOCK)
-        v = tl.load(amax_ptr + offs, mask=offs < M, other=0.0)
-        hi = tl.maximum(hi, v, propagate_nan=tl.PropagateNan.ALL)
-    tl.store(s_ptr, _tensor_scale(hi, QMAX))
-
-
-@triton.jit
-def _tensor_scale(hi, QMAX: tl.constexpr):
-    """max(max(hi) / QMAX, TINY) for row maxima ``hi`` (IEEE division; NaN if one is NaN)."""
-    amax = tl.max(hi, axis=0)
-    amax = tl.where(tl.max((hi != hi).to(tl.int32), axis=0) > 0, float("nan"), amax)
-    return tl.maximum(tl.div_rn(amax, QMAX), TINY_F32, propagate_nan=tl.PropagateNan.ALL)
-
-
 ONE_ROW_CAP = 16384
 """Features a program keeps in registers when there are many rows (64 a thread: 4 warps up
 to 8192, 8 warps up to 16384). With 8192, a row of 14336 was read twice (two 8192-wide
@@ -265,12 +225,17 @@ def _blocks(m: int, k: int) -> tuple[int, int, int]:
 
 
 def quantize_int8_act_triton(
-    x: torch.Tensor, mode: int, act_scale: torch.Tensor | None, trigger: bool = False
+    x: torch.Tensor,
+    mode: int,
+    act_scale: torch.Tensor | None,
+    trigger: bool = False,
+    late: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Triton launcher of ``aoq::quantize_int8_act``: (q int8 [M, K], scale float32 [M] (a
     0-d copy of act_scale when static), zero int32 [M] (zeros unless asymmetric)).
     ``trigger``: the next kernel, launched with programmatic dependent launch, may start at
-    once (the caller checked the GPU has it: _common.pdl)."""
+    once (the caller checked the GPU has it: _common.pdl); with ``late``, only as this
+    kernel's programs exit (w4a8_mma.late_trigger says where that is faster)."""
     check_2d("x", x, FLOAT_DTYPES)
     backend_of(x.device)
     m, k = x.shape
@@ -288,11 +253,11 @@ def quantize_int8_act_triton(
             scale.copy_(given.reshape(()))
         return q, scale, zero.zero_()
     bm, bk, warps = _blocks(m, k)
-    wait = _act_pdl(x, trigger)
+    wait = _act_pdl(x, trigger, late)
     launch(_act_quant_kernel, (triton.cdiv(m, bm),),
         x, q, scale, zero, given if given is not None else scale, m, k, x.stride(0), q.stride(0),
         MODE=int(amode), GIVEN=static, QMAX=127.0,
-        BLOCK_M=bm, BLOCK_K=bk, ONE_TILE=k <= bk, num_warps=warps, TRIGGER=trigger,
+        BLOCK_M=bm, BLOCK_K=bk, ONE_TILE=k <= bk, num_warps=warps, TRIGGER=trigger and not late,
         PDL=wait, launch_pdl=wait,
     )  # fmt: skip
     return q, scale, zero

@@ -235,6 +235,11 @@ def specs(target: str) -> list[Spec]:
                     name="act_quant.int8_row_pdl",
                     constexprs={**act_ce, "TRIGGER": True, "PDL": True},
                 ),
+                replace(  # W4A8 past w4a8_mma.PDL_ROWS, split: its decode placed as it exits
+                    int8_row,
+                    name="act_quant.int8_row_pdl_late",
+                    constexprs={**act_ce, "PDL": True},
+                ),
             ]
             if target in PDL_TARGETS
             else []
@@ -260,7 +265,7 @@ def specs(target: str) -> list[Spec]:
         ),
         Spec(
             "act_quant.row_amax",
-            "act_quant",
+            "act_amax",
             "_row_amax_kernel",
             {"x_ptr": "*bf16", "out_ptr": "*fp32", "M": "i32", "K": "i32", "stride_xm": "i32"},
             dict(BLOCK_M=1, BLOCK_K=4096),
@@ -269,7 +274,7 @@ def specs(target: str) -> list[Spec]:
         ),
         Spec(
             "act_quant.tensor_scale",
-            "act_quant",
+            "act_amax",
             "_tensor_scale_kernel",
             {"amax_ptr": "*fp32", "s_ptr": "*fp32", "M": "i32"},
             dict(QMAX=448.0, BLOCK=1024),

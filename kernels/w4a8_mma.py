@@ -67,14 +67,14 @@ MAX_ROWS = 16
 GROUP_SIZE = 32
 """The group W4A8 quantizes in (one integer MMA's K)."""
 PDL_ROWS = 4
-"""Asked for programmatic dependent launch (the caller's ``pdl``), the kernel takes it up to
-this many rows, or unsplit. Activation kernel + decode, graph replays, µs at 8192^2 / 4096 x
-14336 / 14336 x 4096 (``python -m bench.decode_rows --formats w4a8gemv --ms 4,8,16 --extra
-'{"w4a8gemv": [{"PDL": true, "ROWS_TILE": {"pdl_rows": 16}}]}'``, session 41): H100 M 4
-22.1 / 18.7 / 20.6 -> 21.3 / 17.9 / 20.4, M 8 22.2 / 18.8 / 21.1 -> 22.5 / 18.6 / 21.8, M 16
-23.9 / 19.6 / 22.2 -> 25.3 / 18.6 / 23.5 (split at 8192^2 and 14336 x 4096, not at 4096 x
-14336); H200 M 4 18.8 / 15.9 / 17.7 -> 18.1 / 15.1 / 17.1, M 16 20.9 / 18.2 / 19.7 -> 23.0
-/ 18.1 / 21.9."""
+"""Up to this many rows, or where K is not split, the activation kernel lets this kernel
+(launched with programmatic dependent launch: the caller's ``pdl``) start at once; above it,
+where K is split, only as its programs exit (:func:`late_trigger`). Placed at once there,
+the split kernel ran 1-2 µs slower after the activation kernel than launched plainly (session
+41: H100 M 16 23.9 / 19.6 / 22.2 -> 25.3 / 18.6 / 23.5 µs at 8192^2 / 4096 x 14336 / 14336 x
+4096, split at the first and third; H200 20.9 / 18.2 / 19.7 -> 23.0 / 18.1 / 21.9); placed as
+it exits, with the activation kernel itself under PDL, 0.4-0.9 µs faster than plain (session
+43, bench/NOTES.md)."""
 
 
 @triton.jit
@@ -175,6 +175,17 @@ def serves(xq: torch.Tensor, wq: torch.Tensor, w_scale: torch.Tensor) -> bool:
     )
 
 
+def late_trigger(m: int, n: int, k: int, device: torch.device) -> bool:
+    """Whether the activation kernel before this kernel, launched with PDL at ``m`` rows of x
+    [m, k] against n output columns, should let it start only as it exits (act_quant's
+    ``late``): more than PDL_ROWS rows where TILE splits K."""
+    if m <= PDL_ROWS:
+        return False
+    step = splitk.k_step(k, GROUP_SIZE, TILE["STEP_K"])
+    n_prog = triton.cdiv(n, TILE["BLOCK_N"])
+    return splitk.split_k(backend_of(device), device, n_prog, k, step, TILE["per_sm"]) > 1
+
+
 def w4a8_mma(
     xq: torch.Tensor,
     x_scale: torch.Tensor,
@@ -190,7 +201,8 @@ def w4a8_mma(
     """y [M, N] = (xq [M, K] · W^T) * x_scale (+ bias), W symmetric int4 in groups of 32
     (the caller checked :func:`serves`). ``split`` forces split-K (tests), ``tile`` overrides
     TILE's keys (probes); ``pdl``: programmatic dependent launch after the activation kernel
-    (the caller checked the GPU has it: _common.pdl). ``x_zero``: int32 [M] zero points of
+    (the caller checked the GPU has it: _common.pdl, and launched that kernel with
+    :func:`late_trigger`'s ``late``). ``x_zero``: int32 [M] zero points of
     asymmetric activations (each group's sum less z times its codes' sum, exact)."""
     m, k = xq.shape
     n = wq.shape[0]
@@ -200,7 +212,6 @@ def w4a8_mma(
     per_sm = cfg.pop("per_sm")
     n_prog = triton.cdiv(n, bn)
     p = splitk.plan(y, backend_of(xq.device), n_prog, k, step, split, per_sm=per_sm)
-    pdl = pdl and (m <= cfg.pop("pdl_rows", PDL_ROWS) or p.split == 1)
     epi = dict(row_scale=x_scale, bias=bias)
     launch(_w4a8_mma_kernel, (n_prog, p.split),
         xq, wq, w_scale, x_scale, x_zero if x_zero is not None else x_scale,

@@ -216,15 +216,32 @@ def _int_act_check(x: torch.Tensor, w: Any, bias: Any) -> str | None:
 def _pdl(strategy: int, x: torch.Tensor, w: Any, bias_int: Any = None) -> bool:
     """The decode kernel starts while the activation kernel runs (programmatic dependent
     launch, sm90+: at M <= int_act_mm.PDL_ROWS; W4A8 up to GEMV_ROWS, its GEMV's rows, and
-    wherever w4a8_mma serves (groups of 32, no int32 bias), which takes it by its rows and
-    split (w4a8_mma.PDL_ROWS); eager and CUDA graphs, not traced)."""
+    wherever w4a8_mma serves (groups of 32, no int32 bias), placed as the activation kernel
+    exits where :func:`_late` says; eager and CUDA graphs, not traced)."""
     ia, wm = _k.int_act_mm, _k.w4a8_mma
     most = ia.PDL_ROWS
     if isinstance(w, Int4Tensor):
-        rows_mma = ia.ROWS_MMA and bias_int is None and w.group_size == wm.GROUP_SIZE
-        most = wm.MAX_ROWS if rows_mma else max(most, ia.GEMV_ROWS)
+        most = wm.MAX_ROWS if _rows_mma(w, bias_int) else max(most, ia.GEMV_ROWS)
     rows = strategy == 0 and x.shape[0] <= most
     return rows and not _traced(x, w.qdata) and _k._common.pdl(x.device)
+
+
+def _rows_mma(w: Any, bias_int: Any) -> bool:
+    """W4A8 weights whose decode w4a8_mma may serve (by rows: int_act_mm.ROWS_MMA_FROM on)."""
+    ok = isinstance(w, Int4Tensor) and _k.int_act_mm.ROWS_MMA and bias_int is None
+    return ok and w.group_size == _k.w4a8_mma.GROUP_SIZE
+
+
+def _late(x: torch.Tensor, w: Any, bias_int: Any = None) -> bool:
+    """The activation kernel lets the decode start only as it exits (act_quant's ``late``):
+    where w4a8_mma serves and its late_trigger says so (K split, past its PDL_ROWS rows)."""
+    m, k = x.shape
+    rows = _k.int_act_mm.ROWS_MMA_FROM <= m <= _k.w4a8_mma.MAX_ROWS
+    return (
+        rows
+        and _rows_mma(w, bias_int)
+        and _k.w4a8_mma.late_trigger(m, w.qdata.shape[0], k, x.device)
+    )
 
 
 def _int_act(strategy: int) -> Callable[..., torch.Tensor]:
@@ -242,7 +259,7 @@ def _int_act(strategy: int) -> Callable[..., torch.Tensor]:
         fb, ib = split_bias(bias, static)
         quantize, mm = _k.act_quant.quantize_int8_act_triton, ia.int_act_mm_triton
         if _pdl(strategy, x, w, ib):
-            quantize = functools.partial(quantize, trigger=True)
+            quantize = functools.partial(quantize, trigger=True, late=_late(x, w, ib))
             mm = functools.partial(mm, pdl=True)
         xq, xs, xz = _call("quantize_int8_act", quantize, x, mode, w.act_scale)
         zero = xz if w.act is ActQuant.INT8_DYNAMIC_ASYM else None

@@ -7,7 +7,7 @@ read x before the kernel writing it finished would see the last replay's)."""
 
 import pytest
 import torch
-from aoq.kernels import _common, act_quant, decode_mma, gemv_static
+from aoq.kernels import _common, act_quant, decode_mma, gemv_static, w4a8_mma
 from aoq.kernels import weight_only as wo
 from aoq.kernels._common import INTERPRET, WeightFormat
 
@@ -61,6 +61,8 @@ def test_chained_linears_keep_their_bits(config, m, monkeypatch):
     if not _common.pdl(torch.device("cuda")):
         pytest.skip("programmatic dependent launch needs sm90 or later")
     seen = _spy(monkeypatch, run=True)
+    if m == 5:  # W4A8 here: w4a8_mma split, placed as the activation kernel exits
+        assert w4a8_mma.late_trigger(m, 1024, 1024, torch.device("cuda"))
     torch.manual_seed(0)
     a = aoq.quantize_(torch.nn.Linear(1024, 1024, device="cuda").to(torch.bfloat16), config)
     b = aoq.quantize_(torch.nn.Linear(1024, 256, device="cuda").to(torch.bfloat16), config)
@@ -100,21 +102,29 @@ def test_chained_linears_keep_their_bits(config, m, monkeypatch):
 @pytest.mark.parametrize("on", [True, False])
 @pytest.mark.parametrize("gpu_has_it", [True, False])
 @pytest.mark.parametrize("trigger", [True, False])
-@pytest.mark.parametrize("m", [1, 4, 5])
+@pytest.mark.parametrize("m", [1, 4, 5, 16])
+@pytest.mark.parametrize("late", [False, True])
 def test_the_activation_kernel_takes_pdl_where_its_decode_does(on, gpu_has_it, trigger, m,
-                                                                monkeypatch):  # fmt: skip
+                                                                late, monkeypatch):  # fmt: skip
     """int8 (every mode) and fp8 per-row activations: PDL with a decode that takes it
-    (``trigger``), up to ACT_PDL_ROWS rows, where the GPU has it and the switch is on."""
+    (``trigger``), up to ACT_PDL_ROWS rows, or at any rows where the decode is placed as the
+    activation kernel exits (int8's ``late``: no trigger at its start), where the GPU has it
+    and the switch is on."""
     seen = []
     monkeypatch.setattr(act_quant, "ACT_PDL", on)
     monkeypatch.setattr(act_quant, "pdl", lambda device: gpu_has_it)
     monkeypatch.setattr(act_quant, "backend_of", lambda device: None)  # (CPU tensors: spied)
-    monkeypatch.setattr(act_quant, "launch",
-                        lambda *a, **k: seen.append((k["PDL"], k["launch_pdl"])))  # fmt: skip
+
+    def spy(*args, **kw) -> None:
+        seen.append((kw["PDL"], kw["launch_pdl"], kw["TRIGGER"]))
+
+    monkeypatch.setattr(act_quant, "launch", spy)
     x = torch.ones(m, 64, device="cuda" if GPU else "cpu")
     for mode in (0, 1):
-        act_quant.quantize_int8_act_triton(x, mode, None, trigger)
-    act_quant.quantize_int8_act_triton(x, 2, torch.ones(()), trigger)
+        act_quant.quantize_int8_act_triton(x, mode, None, trigger, late)
+    act_quant.quantize_int8_act_triton(x, 2, torch.ones(()), trigger, late)
     act_quant.quantize_fp8_act_triton(x, True, torch.float8_e4m3fn, trigger)
-    takes = on and gpu_has_it and trigger and m <= act_quant.ACT_PDL_ROWS == 4
-    assert seen == [(takes, takes)] * 4
+    rows = m <= act_quant.ACT_PDL_ROWS == 4
+    takes = on and gpu_has_it and trigger and (rows or late)
+    fp8 = on and gpu_has_it and trigger and rows
+    assert seen == [(takes, takes, trigger and not late)] * 3 + [(fp8, fp8, trigger)]

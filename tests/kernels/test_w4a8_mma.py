@@ -197,17 +197,32 @@ def test_pdl_gives_the_plain_launch_bits():
     assert torch.equal(got, _run(dev, 3))
 
 
-@pytest.mark.parametrize(
-    ("m", "split", "asked", "takes"),
-    [(3, 3, True, True), (4, 3, True, True), (5, 3, True, False), (16, 2, True, False),
-     (8, 1, True, True), (16, 1, True, True), (4, 1, False, False)],
-)  # fmt: skip
-def test_takes_pdl_up_to_its_rows_or_unsplit(monkeypatch, m, split, asked, takes):
-    """Asked for programmatic dependent launch, w4a8_mma takes it up to PDL_ROWS rows, or
-    when K is not split (bench/NOTES.md, session 41: slower at 8 and 16 rows split)."""
+@pytest.mark.parametrize(("m", "split", "asked"), [(3, 3, True), (16, 2, True), (8, 1, False)])
+def test_takes_pdl_when_asked(monkeypatch, m, split, asked):
+    """Asked for programmatic dependent launch, w4a8_mma takes it at any rows and split: the
+    caller's activation kernel places it late where that is faster (late_trigger)."""
     seen = []
     monkeypatch.setattr(wm, "launch", lambda *a, **k: seen.append((k["PDL"], k["launch_pdl"])))
     _, (xq, xs, _, wq, s4, b) = _case(m)
     y = torch.empty(m, wq.shape[0], dtype=torch.float32, device=DEV)
     wm.w4a8_mma(xq, xs, wq, s4, b, y, split, pdl=asked)
-    assert wm.PDL_ROWS == 4 and seen == [(takes, takes)]
+    assert seen == [(asked, asked)]
+
+
+@pytest.mark.parametrize(("m", "split", "late"), [(4, 2, False), (5, 2, True), (16, 4, True),
+                                                  (16, 1, False), (5, 1, False)])  # fmt: skip
+def test_late_trigger_past_pdl_rows_where_k_is_split(monkeypatch, m, split, late):
+    """The activation kernel places w4a8_mma as it exits from PDL_ROWS + 1 rows where TILE
+    splits K (bench/NOTES.md, session 43: placed at once there, the split kernel ran slower);
+    up to PDL_ROWS rows or unsplit, at once. The split is TILE's, from the shape."""
+    asked = []
+
+    def split_k(backend, device, n_prog, k, step, per_sm):
+        asked.append((n_prog, k, step, per_sm))
+        return split
+
+    monkeypatch.setattr(wm.splitk, "split_k", split_k)
+    assert wm.PDL_ROWS == 4 and wm.late_trigger(m, 8192, 4096, torch.device(DEV)) is late
+    step = splitk.k_step(4096, wm.GROUP_SIZE, wm.TILE["STEP_K"])
+    assert asked in ([], [(8192 // wm.TILE["BLOCK_N"], 4096, step, wm.TILE["per_sm"])])
+    assert bool(asked) == (m > wm.PDL_ROWS)

@@ -76,8 +76,9 @@ def test_programmatic_dependent_launch_only_at_decode_with_few_rows(monkeypatch)
 
     seen: list[tuple[str, bool]] = []
 
-    def quantize_int8(x, mode, act_scale, trigger=False):
+    def quantize_int8(x, mode, act_scale, trigger=False, late=False):
         seen.append(("trigger", trigger))
+        assert not late  # (W8A8: never)
         m = x.shape[0]
         return torch.zeros_like(x, dtype=torch.int8), torch.ones(m), torch.zeros(m)
 
@@ -152,9 +153,9 @@ def test_xmx_takes_the_mx_int8_config_at_decode_only_when_asked(monkeypatch):
 
 def test_pdl_asked_for_w4a8_wherever_w4a8_mma_may_serve(monkeypatch):
     """Programmatic dependent launch (a GPU with it, as if): W4A8 in groups of 32 without an
-    int32 bias asks for it up to w4a8_mma's 16 rows (the kernel then takes it by its rows and
-    split); with an int32 bias, other groups or AOQ_W4A8_ROWS=0, up to the GEMV's rows; W8A8
-    up to int_act_mm.PDL_ROWS; traced calls never."""
+    int32 bias asks for it up to w4a8_mma's 16 rows (placed late where _late says); with an
+    int32 bias, other groups or AOQ_W4A8_ROWS=0, up to the GEMV's rows; W8A8 up to
+    int_act_mm.PDL_ROWS; traced calls never."""
     from aoq.kernels import _common
     from aoq.kernels import int_act_mm as ia
 
@@ -177,3 +178,29 @@ def test_pdl_asked_for_w4a8_wherever_w4a8_mma_may_serve(monkeypatch):
     assert not tlin._pdl(1, torch.randn(4, 256), w32)  # prefill
     monkeypatch.setattr(ia, "ROWS_MMA", False)
     assert most(w32) == ia.GEMV_ROWS
+
+
+def test_late_where_w4a8_mma_serves_and_splits(monkeypatch):
+    """The activation kernel places the decode as it exits (``late``) where w4a8_mma serves
+    (W4A8 in groups of 32, no int32 bias, 3..16 rows) and its late_trigger says so (past its
+    PDL_ROWS rows, K split: the split faked here); nowhere else."""
+    from aoq.kernels import int_act_mm as ia
+    from aoq.kernels import w4a8_mma as wm
+
+    from aoq.tensors.base import ActQuant
+    from aoq.tensors.int4 import Int4Tensor
+    from aoq.tensors.int8 import Int8Tensor
+
+    w32 = Int4Tensor.from_float(torch.randn(64, 256), 32, ActQuant.INT8_DYNAMIC, "w4a8", "{}")
+    w64 = Int4Tensor.from_float(torch.randn(64, 256), 64, ActQuant.INT8_DYNAMIC, "w4a8", "{}")
+    w8 = Int8Tensor.from_float(torch.randn(64, 256), None, ActQuant.INT8_DYNAMIC, "w8a8", "{}")
+    monkeypatch.setattr(wm, "backend_of", lambda device: None)  # (CPU tensors, as if a GPU)
+    for split in (1, 2):
+        monkeypatch.setattr(wm.splitk, "split_k", lambda *a, s=split, **k: s)
+        late = [m for m in range(1, 20) if tlin._late(torch.randn(m, 256), w32)]
+        assert late == (list(range(wm.PDL_ROWS + 1, wm.MAX_ROWS + 1)) if split > 1 else [])
+        assert not tlin._late(torch.randn(8, 256), w64)
+        assert not tlin._late(torch.randn(8, 256), w8)
+        assert not tlin._late(torch.randn(8, 256), w32, torch.zeros(64, dtype=torch.int32))
+    monkeypatch.setattr(ia, "ROWS_MMA", False)
+    assert not tlin._late(torch.randn(8, 256), w32)
