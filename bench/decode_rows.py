@@ -28,7 +28,7 @@ the peer's kernel).
 w4a8_gemv (M = 1) or int_act_mm's decode (M > 1); keys GEMV_TILE's (M = 1), ``SGM`` (the
 scales group-major), ``XQ`` (x quantized in the GEMV: one launch), ``PDL`` (the decode
 kernel launched with programmatic dependent launch while the activation kernel runs;
-``LATE`` with it: placed only as the activation kernel exits, false: at once) and
+``LATE`` with it: placed only as the activation kernel ends, false: at once) and
 ``GEMV`` (M > 1: the GEMV for every row, up to w4a8_gemv.MAX_ROWS, on row-major scales),
 ``MMA`` (M > 1: the matrix-unit decode, where int_act_mm.GEMV_ROWS would take the GEMV) and
 ``TILED`` (a probe: decode_mma at every M on the codes in tiles of one group, tile_uint4's

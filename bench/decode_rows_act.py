@@ -15,7 +15,7 @@ def gemv_runner(x: torch.Tensor, t: tuple, tile: dict) -> Any:
     or int_act_mm's decode (on group-major scales). ``ASYM``: activations with zero points;
     ``ROWS_MMA`` false: int_act_mm.ROWS_MMA off (decode_mma where w4a8_mma would serve);
     ``ROWS_TILE``: keys of w4a8_mma.TILE for the call; ``LATE`` (with PDL): the activation
-    kernel lets the decode start as it exits (act_quant's ``late``; default: where
+    kernel lets the decode start as it ends (act_quant's ``late``; default: where
     w4a8_mma.late_trigger says, as the linear path)."""
     from aoq.kernels import act_quant
     from aoq.kernels import int_act_mm as ia

@@ -235,10 +235,10 @@ def specs(target: str) -> list[Spec]:
                     name="act_quant.int8_row_pdl",
                     constexprs={**act_ce, "TRIGGER": True, "PDL": True},
                 ),
-                replace(  # W4A8 past w4a8_mma.PDL_ROWS, split: its decode placed as it exits
+                replace(  # W4A8 past w4a8_mma.PDL_ROWS, split: its decode placed as it ends
                     int8_row,
                     name="act_quant.int8_row_pdl_late",
-                    constexprs={**act_ce, "PDL": True},
+                    constexprs={**act_ce, "TRIGGER": True, "PDL": True, "LATE": True},
                 ),
             ]
             if target in PDL_TARGETS

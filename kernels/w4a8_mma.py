@@ -73,7 +73,7 @@ where K is split, only as its programs exit (:func:`late_trigger`). Placed at on
 the split kernel ran 1-2 µs slower after the activation kernel than launched plainly (session
 41: H100 M 16 23.9 / 19.6 / 22.2 -> 25.3 / 18.6 / 23.5 µs at 8192^2 / 4096 x 14336 / 14336 x
 4096, split at the first and third; H200 20.9 / 18.2 / 19.7 -> 23.0 / 18.1 / 21.9); placed as
-it exits, with the activation kernel itself under PDL, 0.4-0.9 µs faster than plain (session
+it ends, with the activation kernel itself under PDL, 0.4-0.9 µs faster than plain (session
 43, bench/NOTES.md)."""
 
 
@@ -177,7 +177,7 @@ def serves(xq: torch.Tensor, wq: torch.Tensor, w_scale: torch.Tensor) -> bool:
 
 def late_trigger(m: int, n: int, k: int, device: torch.device) -> bool:
     """Whether the activation kernel before this kernel, launched with PDL at ``m`` rows of x
-    [m, k] against n output columns, should let it start only as it exits (act_quant's
+    [m, k] against n output columns, should let it start only as it ends (act_quant's
     ``late``): more than PDL_ROWS rows where TILE splits K."""
     if m <= PDL_ROWS:
         return False

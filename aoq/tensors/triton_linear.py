@@ -217,7 +217,7 @@ def _pdl(strategy: int, x: torch.Tensor, w: Any, bias_int: Any = None) -> bool:
     """The decode kernel starts while the activation kernel runs (programmatic dependent
     launch, sm90+: at M <= int_act_mm.PDL_ROWS; W4A8 up to GEMV_ROWS, its GEMV's rows, and
     wherever w4a8_mma serves (groups of 32, no int32 bias), placed as the activation kernel
-    exits where :func:`_late` says; eager and CUDA graphs, not traced)."""
+    ends where :func:`_late` says; eager and CUDA graphs, not traced)."""
     ia, wm = _k.int_act_mm, _k.w4a8_mma
     most = ia.PDL_ROWS
     if isinstance(w, Int4Tensor):
@@ -233,7 +233,7 @@ def _rows_mma(w: Any, bias_int: Any) -> bool:
 
 
 def _late(x: torch.Tensor, w: Any, bias_int: Any = None) -> bool:
-    """The activation kernel lets the decode start only as it exits (act_quant's ``late``):
+    """The activation kernel lets the decode start only as it ends (act_quant's ``late``):
     where w4a8_mma serves and its late_trigger says so (K split, past its PDL_ROWS rows)."""
     m, k = x.shape
     rows = _k.int_act_mm.ROWS_MMA_FROM <= m <= _k.w4a8_mma.MAX_ROWS

@@ -61,7 +61,7 @@ def test_chained_linears_keep_their_bits(config, m, monkeypatch):
     if not _common.pdl(torch.device("cuda")):
         pytest.skip("programmatic dependent launch needs sm90 or later")
     seen = _spy(monkeypatch, run=True)
-    if m == 5:  # W4A8 here: w4a8_mma split, placed as the activation kernel exits
+    if m == 5:  # W4A8 here: w4a8_mma split, placed as the activation kernel ends
         assert w4a8_mma.late_trigger(m, 1024, 1024, torch.device("cuda"))
     torch.manual_seed(0)
     a = aoq.quantize_(torch.nn.Linear(1024, 1024, device="cuda").to(torch.bfloat16), config)
@@ -108,15 +108,15 @@ def test_the_activation_kernel_takes_pdl_where_its_decode_does(on, gpu_has_it, t
                                                                 late, monkeypatch):  # fmt: skip
     """int8 (every mode) and fp8 per-row activations: PDL with a decode that takes it
     (``trigger``), up to ACT_PDL_ROWS rows, or at any rows where the decode is placed as the
-    activation kernel exits (int8's ``late``: no trigger at its start), where the GPU has it
-    and the switch is on."""
+    activation kernel ends (int8's ``late``: its trigger after its stores), where the GPU has
+    it and the switch is on."""
     seen = []
     monkeypatch.setattr(act_quant, "ACT_PDL", on)
     monkeypatch.setattr(act_quant, "pdl", lambda device: gpu_has_it)
     monkeypatch.setattr(act_quant, "backend_of", lambda device: None)  # (CPU tensors: spied)
 
     def spy(*args, **kw) -> None:
-        seen.append((kw["PDL"], kw["launch_pdl"], kw["TRIGGER"]))
+        seen.append((kw["PDL"], kw["launch_pdl"], kw["TRIGGER"], kw.get("LATE", False)))
 
     monkeypatch.setattr(act_quant, "launch", spy)
     x = torch.ones(m, 64, device="cuda" if GPU else "cpu")
@@ -127,4 +127,4 @@ def test_the_activation_kernel_takes_pdl_where_its_decode_does(on, gpu_has_it, t
     rows = m <= act_quant.ACT_PDL_ROWS == 4
     takes = on and gpu_has_it and trigger and (rows or late)
     fp8 = on and gpu_has_it and trigger and rows
-    assert seen == [(takes, takes, trigger and not late)] * 3 + [(fp8, fp8, trigger)]
+    assert seen == [(takes, takes, trigger, late)] * 3 + [(fp8, fp8, trigger, False)]

@@ -212,7 +212,7 @@ def test_takes_pdl_when_asked(monkeypatch, m, split, asked):
 @pytest.mark.parametrize(("m", "split", "late"), [(4, 2, False), (5, 2, True), (16, 4, True),
                                                   (16, 1, False), (5, 1, False)])  # fmt: skip
 def test_late_trigger_past_pdl_rows_where_k_is_split(monkeypatch, m, split, late):
-    """The activation kernel places w4a8_mma as it exits from PDL_ROWS + 1 rows where TILE
+    """The activation kernel places w4a8_mma as it ends from PDL_ROWS + 1 rows where TILE
     splits K (bench/NOTES.md, session 43: placed at once there, the split kernel ran slower);
     up to PDL_ROWS rows or unsplit, at once. The split is TILE's, from the shape."""
     asked = []

@@ -181,7 +181,7 @@ def test_pdl_asked_for_w4a8_wherever_w4a8_mma_may_serve(monkeypatch):
 
 
 def test_late_where_w4a8_mma_serves_and_splits(monkeypatch):
-    """The activation kernel places the decode as it exits (``late``) where w4a8_mma serves
+    """The activation kernel places the decode as it ends (``late``) where w4a8_mma serves
     (W4A8 in groups of 32, no int32 bias, 3..16 rows) and its late_trigger says so (past its
     PDL_ROWS rows, K split: the split faked here); nowhere else."""
     from aoq.kernels import int_act_mm as ia
