@@ -7,7 +7,8 @@ below, as CUDA- graph replays over 8 weight copies (past L2), against bf16 F.lin
 variant's output is first checked against the TILE's on the GPU: bit for bit where only the
 padding changed, to 1e-2 where the split did. Prints µs and the speedup over bf16 per case,
 beside the time a plain read of the weight's bytes takes (``read``: a grid-strided int32 sum,
-the floor of any kernel that reads them once), and writes every row to ``--out``. ``--extra``
+the floor of any kernel that reads them once), and writes every row to ``--out``;
+``--timeline`` adds each variant's kernels in time (bench/timeline.py). ``--extra``
 adds variants (JSON, per format; beside TILE's keys, int4 takes ``ZW``: the zero points as
 32-bit words, ``TILED``: the codes in tile order, with ZW unless ``"ZW": false``, as
 Int4Tensor ships them: int4's default, ``"TILED": false`` times row-major codes, and ``TMA``
@@ -38,8 +39,10 @@ it; bench/NOTES.md, session 28). ``w4a8rows`` times kernels/w4a8_mma.py alone (W
 tuning aid for decode_mma.TILE and w4a8_gemv.GEMV_TILE, not the benchmark of record (that
 is ``make bench``). ``w8a8act`` and ``fp8act`` (per-row) time W8A8's and fp8's decode the same
 way, with ``PDL`` their one key. Every format takes ``CHAIN`` (false: the split-K reduction
-kernel launched plainly, not chained to the split kernel; splitk.CHAIN) and ``AHEAD`` (false:
-a decode kernel launched with PDL loads no weights before its wait; _common.PDL_AHEAD); the
+kernel launched plainly, not chained to the split kernel; splitk.CHAIN), ``RTRIG`` (true: the
+chained reduction lets the next kernel start after its stores; splitk.END_TRIGGER) and
+``AHEAD`` (false: a decode kernel launched with PDL loads no weights before its wait;
+_common.PDL_AHEAD); the
 runners that quantize x take ``ACT_PDL`` (false: with ``PDL``, the activation kernel
 launched plainly, not with PDL after the kernel before it; act_quant.ACT_PDL).
 
@@ -65,6 +68,7 @@ from bench.decode_rows_mx import generic_mx_runner, xmx_runner
 from bench.decode_rows_weights import weight_bytes, weight_case
 from bench.decode_sweep import graph_us
 from bench.read_floor import read_tma_us, read_us
+from bench.timeline import describe, graph_timeline
 
 VARIANTS: dict[str, list[dict[str, Any]]] = {
     "int4": [{"ROWS": 16}, {"ROWS": 8, "per_sm": 8}, {"SK": False}, {"TILED": False}],
@@ -101,7 +105,7 @@ split-K where the TILE takes stream-K, an int forces that many stream-K programs
 
 SHAPES = ((8192, 8192), (4096, 14336), (14336, 4096))  # K x N
 EXACT_KEYS = {"ROWS", "PDL", "CHAIN", "AHEAD", "ACT_PDL", "XQ", "XQ_BLOCK_N", "XQ_num_warps",
-              "ALIGNED", "TMA", "L2PRE", "ASYM", "ZEROS", "LATE"}  # fmt: skip
+              "ALIGNED", "TMA", "L2PRE", "ASYM", "ZEROS", "LATE", "RTRIG"}  # fmt: skip
 """Variants whose keys are all here must give the TILE's bits (only the padding, the launch,
 or the GEMV's rows a program changed); others (a split or a step) agree to 1e-2. An ``ASYM``
 variant (W4A8 with zero points: x quantized otherwise) is checked against ``{"ASYM": true}``
@@ -125,15 +129,17 @@ def _runner(wf: Any, groups: int, x: torch.Tensor, t: tuple, tile: dict, fmt: st
     chain = tile.pop("CHAIN", splitk.CHAIN)
     ahead = tile.pop("AHEAD", _common.PDL_AHEAD)
     act_pdl = tile.pop("ACT_PDL", act_quant.ACT_PDL)
+    rtrig = tile.pop("RTRIG", splitk.END_TRIGGER)
     call = _runner_of(wf, groups, x, t, tile, fmt)
 
     def switched() -> Any:
-        was = splitk.CHAIN, _common.PDL_AHEAD, act_quant.ACT_PDL
+        was = splitk.CHAIN, _common.PDL_AHEAD, act_quant.ACT_PDL, splitk.END_TRIGGER
         splitk.CHAIN, _common.PDL_AHEAD, act_quant.ACT_PDL = chain, ahead, act_pdl
+        splitk.END_TRIGGER = rtrig
         try:
             return call()
         finally:
-            splitk.CHAIN, _common.PDL_AHEAD, act_quant.ACT_PDL = was
+            splitk.CHAIN, _common.PDL_AHEAD, act_quant.ACT_PDL, splitk.END_TRIGGER = was
 
     return switched
 
@@ -249,6 +255,7 @@ def main() -> None:
     ap.add_argument("--no-defaults", action="store_true", help="only --extra's variants")
     ap.add_argument("--shapes", default=None, help="K x N pairs, e.g. 8192x28672,4096x4096")
     ap.add_argument("--tma-read", action="store_true", help="also the read floor through TMA")
+    ap.add_argument("--timeline", action="store_true", help="each variant's kernels in time")
     args = ap.parse_args()
     extra = json.loads(args.extra)
     rows: list[dict[str, Any]] = []
@@ -295,6 +302,9 @@ def main() -> None:
                 row["us"] = graph_us(calls)
                 line += f" | {json.dumps(tile) if tile else 'TILE'} {row['us']:6.1f}"
                 line += f" x{bf16 / row['us']:.2f}" + ("" if ok else " MISMATCH")
+                if args.timeline:  # (bench/timeline.py: CUPTI's kernel records)
+                    row["timeline"] = graph_timeline(calls)
+                    line += f" [{describe(row['timeline'])}]"
             except Exception as e:  # noqa: BLE001 - a variant that fails is a result
                 row["error"] = f"{type(e).__name__}: {str(e)[:200]}"
                 line += f" | {json.dumps(tile)} error {row['error'][:80]}"

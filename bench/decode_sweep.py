@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import statistics
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -23,7 +24,10 @@ from aoq.formats import affine, float8
 from aoq.formats.packing import pack_uint4
 
 
-def graph_us(calls: list[Callable[[], Any]], reps: int = 20) -> float:
+def graph_us(calls: list[Callable[[], Any]], reps: int = 20, warm_s: float = 0.3) -> float:
+    """Median µs a call over ``reps`` replays of ``calls`` captured as one CUDA graph, after
+    ``warm_s`` seconds of replays (a variant timed right after its compile, the GPU idle
+    meanwhile, read 1-30 % slow in its first milliseconds: bench/NOTES.md, session 43)."""
     for c in calls:
         c()
     torch.cuda.synchronize()
@@ -37,7 +41,12 @@ def graph_us(calls: list[Callable[[], Any]], reps: int = 20) -> float:
     with torch.cuda.graph(g):
         for c in calls:
             c()
-    g.replay()
+    start = time.perf_counter()
+    while True:
+        g.replay()
+        torch.cuda.synchronize()
+        if time.perf_counter() - start >= warm_s:
+            break
     out = []
     for _ in range(reps):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

@@ -69,12 +69,13 @@ GROUP_SIZE = 32
 PDL_ROWS = 4
 """Up to this many rows, or where K is not split, the activation kernel lets this kernel
 (launched with programmatic dependent launch: the caller's ``pdl``) start at once; above it,
-where K is split, only as its programs exit (:func:`late_trigger`). Placed at once there,
-the split kernel ran 1-2 µs slower after the activation kernel than launched plainly (session
-41: H100 M 16 23.9 / 19.6 / 22.2 -> 25.3 / 18.6 / 23.5 µs at 8192^2 / 4096 x 14336 / 14336 x
-4096, split at the first and third; H200 20.9 / 18.2 / 19.7 -> 23.0 / 18.1 / 21.9); placed as
-it ends, with the activation kernel itself under PDL, 0.4-0.9 µs faster than plain (session
-43, bench/NOTES.md)."""
+where K is split, only after its programs' stores (:func:`late_trigger`). Activation kernel
++ decode, graph replays, M 16, µs at 8192^2 / 14336 x 4096 (both split; session 43,
+bench/NOTES.md): H100 plain launch 22.9-23.1 / 21.8-21.9, placed at once 24.2-24.6 /
+22.8, placed late (the activation kernel itself under PDL) 22.6-22.8 / 21.3-21.5; H200
+20.3-20.4 / 19.1, 22.5-22.7 / 21.1-21.3, 19.7-19.8 / 17.9-18.0. Unsplit (4096 x 14336): H100
+at once 18.5, late 18.7, plain 19.1; H200 hosts differ (at once 16.3 against plain 17.8 on
+one, 17.6 against 16.7 on another)."""
 
 
 @triton.jit
