@@ -24,10 +24,9 @@ from aoq.formats import affine, float8
 from aoq.formats.packing import pack_uint4
 
 
-def graph_us(calls: list[Callable[[], Any]], reps: int = 20, warm_s: float = 0.3) -> float:
-    """Median µs a call over ``reps`` replays of ``calls`` captured as one CUDA graph, after
-    ``warm_s`` seconds of replays (a variant timed right after its compile, the GPU idle
-    meanwhile, read 1-30 % slow in its first milliseconds: bench/NOTES.md, session 43)."""
+def capture(calls: list[Callable[[], Any]], warm_s: float = 0.0) -> torch.cuda.CUDAGraph:
+    """``calls`` run once eagerly and once on a side stream, then captured as one CUDA graph,
+    replayed for ``warm_s`` seconds (at least once)."""
     for c in calls:
         c()
     torch.cuda.synchronize()
@@ -46,7 +45,14 @@ def graph_us(calls: list[Callable[[], Any]], reps: int = 20, warm_s: float = 0.3
         g.replay()
         torch.cuda.synchronize()
         if time.perf_counter() - start >= warm_s:
-            break
+            return g
+
+
+def graph_us(calls: list[Callable[[], Any]], reps: int = 20, warm_s: float = 0.3) -> float:
+    """Median µs a call over ``reps`` replays of ``calls`` captured as one CUDA graph, after
+    ``warm_s`` seconds of replays (a variant timed right after its compile, the GPU idle
+    meanwhile, read 1-30 % slow in its first milliseconds: bench/NOTES.md, session 43)."""
+    g = capture(calls, warm_s)
     out = []
     for _ in range(reps):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

@@ -15,6 +15,9 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch.profiler import ProfilerActivity, profile
+
+from bench.decode_sweep import capture
 
 
 def _short(name: str) -> str:
@@ -50,26 +53,9 @@ def summarize(events: list[dict[str, Any]], skip: int, calls: int) -> dict[str, 
 
 
 def graph_timeline(calls: list[Callable[[], Any]], replays: int = 4) -> dict[str, Any]:
-    """Capture ``calls`` as one graph (after an eager warm-up), replay it ``replays`` times
-    under the profiler and summarize every replay but the first."""
-    for c in calls:
-        c()
-    torch.cuda.synchronize()
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for c in calls:
-            c()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for c in calls:
-            c()
-    for _ in range(50):
-        graph.replay()
-    torch.cuda.synchronize()
-    from torch.profiler import ProfilerActivity, profile
-
+    """Capture ``calls`` as one graph (decode_sweep.capture, 0.3 s of replays), replay it
+    ``replays`` times under the profiler and summarize every replay but the first."""
+    graph = capture(calls, warm_s=0.3)
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(replays):
             graph.replay()
