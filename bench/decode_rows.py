@@ -39,9 +39,8 @@ it; bench/NOTES.md, session 28). ``w4a8rows`` times kernels/w4a8_mma.py alone (W
 tuning aid for decode_mma.TILE and w4a8_gemv.GEMV_TILE, not the benchmark of record (that
 is ``make bench``). ``w8a8act`` and ``fp8act`` (per-row) time W8A8's and fp8's decode the same
 way, with ``PDL`` their one key. Every format takes ``CHAIN`` (false: the split-K reduction
-kernel launched plainly, not chained to the split kernel; splitk.CHAIN), ``RTRIG`` (true: the
-chained reduction lets the next kernel start after its stores; splitk.END_TRIGGER) and
-``AHEAD`` (false: a decode kernel launched with PDL loads no weights before its wait;
+kernel launched plainly, not chained to the split kernel; splitk.CHAIN) and ``AHEAD``
+(false: a decode kernel launched with PDL loads no weights before its wait;
 _common.PDL_AHEAD); the
 runners that quantize x take ``ACT_PDL`` (false: with ``PDL``, the activation kernel
 launched plainly, not with PDL after the kernel before it; act_quant.ACT_PDL).
@@ -105,7 +104,7 @@ split-K where the TILE takes stream-K, an int forces that many stream-K programs
 
 SHAPES = ((8192, 8192), (4096, 14336), (14336, 4096))  # K x N
 EXACT_KEYS = {"ROWS", "PDL", "CHAIN", "AHEAD", "ACT_PDL", "XQ", "XQ_BLOCK_N", "XQ_num_warps",
-              "ALIGNED", "TMA", "L2PRE", "ASYM", "ZEROS", "LATE", "RTRIG"}  # fmt: skip
+              "ALIGNED", "TMA", "L2PRE", "ASYM", "ZEROS", "LATE"}  # fmt: skip
 """Variants whose keys are all here must give the TILE's bits (only the padding, the launch,
 or the GEMV's rows a program changed); others (a split or a step) agree to 1e-2. An ``ASYM``
 variant (W4A8 with zero points: x quantized otherwise) is checked against ``{"ASYM": true}``
@@ -129,17 +128,15 @@ def _runner(wf: Any, groups: int, x: torch.Tensor, t: tuple, tile: dict, fmt: st
     chain = tile.pop("CHAIN", splitk.CHAIN)
     ahead = tile.pop("AHEAD", _common.PDL_AHEAD)
     act_pdl = tile.pop("ACT_PDL", act_quant.ACT_PDL)
-    rtrig = tile.pop("RTRIG", splitk.END_TRIGGER)
     call = _runner_of(wf, groups, x, t, tile, fmt)
 
     def switched() -> Any:
-        was = splitk.CHAIN, _common.PDL_AHEAD, act_quant.ACT_PDL, splitk.END_TRIGGER
+        was = splitk.CHAIN, _common.PDL_AHEAD, act_quant.ACT_PDL
         splitk.CHAIN, _common.PDL_AHEAD, act_quant.ACT_PDL = chain, ahead, act_pdl
-        splitk.END_TRIGGER = rtrig
         try:
             return call()
         finally:
-            splitk.CHAIN, _common.PDL_AHEAD, act_quant.ACT_PDL, splitk.END_TRIGGER = was
+            splitk.CHAIN, _common.PDL_AHEAD, act_quant.ACT_PDL = was
 
     return switched
 

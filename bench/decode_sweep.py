@@ -50,18 +50,21 @@ def capture(calls: list[Callable[[], Any]], warm_s: float = 0.0) -> torch.cuda.C
 
 def graph_us(calls: list[Callable[[], Any]], reps: int = 20, warm_s: float = 0.3) -> float:
     """Median µs a call over ``reps`` replays of ``calls`` captured as one CUDA graph, after
-    ``warm_s`` seconds of replays (a variant timed right after its compile, the GPU idle
-    meanwhile, read 1-30 % slow in its first milliseconds: bench/NOTES.md, session 43)."""
+    ``warm_s`` seconds of replays, the replays queued back to back between event pairs and
+    one synchronization at the end, as the bench's EventClock. Until session 43 each replay
+    was synchronized on its own, which read graphs of PDL launches up to ~1 µs a call slower
+    than their kernels ran (bench/NOTES.md, session 43)."""
     g = capture(calls, warm_s)
-    out = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    pairs = [
+        (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+        for _ in range(reps)
+    ]
+    for a, b in pairs:
         a.record()
         g.replay()
         b.record()
-        b.synchronize()
-        out.append(a.elapsed_time(b) * 1e3 / len(calls))
-    return statistics.median(out)
+    torch.cuda.synchronize()
+    return statistics.median(a.elapsed_time(b) * 1e3 / len(calls) for a, b in pairs)
 
 
 def copy_gbps() -> float:

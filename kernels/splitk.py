@@ -60,9 +60,6 @@ FUSED = os.environ.get("AOQ_FUSED_SPLITK", "1") != "0"
 """Off: every split launch is followed by the reduction kernel (A/B runs, bisecting)."""
 CHAIN = os.environ.get("AOQ_SPLITK_PDL", "1") != "0"
 """Off: the reduction kernel is launched plainly, never chained (A/B runs, bisecting)."""
-END_TRIGGER = os.environ.get("AOQ_REDUCE_TRIGGER", "0") == "1"
-"""On (a probe, session 43): the chained reduction kernel lets a kernel launched after it
-with PDL start after its stores, instead of as its programs exit."""
 MIN_COUNTERS = 4096
 """Counters allocated per stream at least (16 KB): N / BLOCK_N column tiles of one launch."""
 
@@ -324,18 +321,14 @@ def _reduce_row(
 def _reduce_kernel(
     part_ptr, bi_ptr, cs_ptr, rs_ptr, b_ptr, y_ptr, M, N, stride_ym,
     SPLIT_K: tl.constexpr, TAIL: tl.constexpr, BLOCK_N: tl.constexpr, PDL: tl.constexpr = False,
-    TRIGGER: tl.constexpr = False,
 ):  # fmt: skip
     """Program (n, m): row m of y over BLOCK_N columns (:func:`_reduce_row`). PDL: launched
-    with programmatic dependent launch; waits for the split kernel before reading. TRIGGER:
-    lets a kernel after it launched that way start after its stores (END_TRIGGER)."""
+    with programmatic dependent launch; waits for the split kernel before reading."""
     if PDL:
         gdc_wait()
     offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     _reduce_row(part_ptr, bi_ptr, cs_ptr, rs_ptr, b_ptr, y_ptr, tl.program_id(1), M, N,
                 stride_ym, offs_n, SPLIT_K, TAIL, "")  # fmt: skip
-    if TRIGGER:
-        gdc_launch_dependents()
 
 
 @triton.jit(noinline=True)
@@ -385,6 +378,6 @@ def reduce_partials(
     launch(_reduce_kernel, (triton.cdiv(n, block_n), m),
         partials, opt(bias_int), opt(col_scale), opt(row_scale), opt(bias), y, m, n, y.stride(0),
         SPLIT_K=split, TAIL=epilogue_bits(col_scale, row_scale, bias, bias_int), BLOCK_N=block_n,
-        PDL=chained, launch_pdl=chained, TRIGGER=chained and END_TRIGGER, num_warps=4,
+        PDL=chained, launch_pdl=chained, num_warps=4,
     )  # fmt: skip
     return y
