@@ -50,7 +50,7 @@ ACT_PDL_ROWS = 4
 """The most rows of x whose activation kernel takes PDL when it triggers the decode at its
 start: 0.1-0.9 µs less a call at M 1 for W4A8, W8A8 and fp8 row on an H100 and an H200, 0-0.4
 at M 4, slower at M 16 where K is split (bench/NOTES.md, session 42). With ``late`` (the
-decode placed as this kernel exits) it takes PDL at any rows (session 43)."""
+decode placed as this kernel ends) it takes PDL at any rows (session 43)."""
 
 
 def _act_pdl(x: torch.Tensor, trigger: bool, late: bool = False) -> bool:
