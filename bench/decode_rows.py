@@ -41,9 +41,9 @@ is ``make bench``). ``w8a8act`` and ``fp8act`` (per-row) time W8A8's and fp8's d
 way, with ``PDL`` their one key. Every format takes ``CHAIN`` (false: the split-K reduction
 kernel launched plainly, not chained to the split kernel; splitk.CHAIN) and ``AHEAD``
 (false: a decode kernel launched with PDL loads no weights before its wait;
-_common.PDL_AHEAD); the
-runners that quantize x take ``ACT_PDL`` (false: with ``PDL``, the activation kernel
-launched plainly, not with PDL after the kernel before it; act_quant.ACT_PDL).
+_common.PDL_AHEAD); the runners that quantize x take ``ACT_PDL`` (false: with ``PDL``, the
+activation kernel launched plainly, not with PDL after the kernel before it;
+act_quant.ACT_PDL).
 
 Why 8 rows (bench/NOTES.md, session 18): at M <= 8 the 16-row padding doubles the MMAs, x's
 loads and x's and the accumulators' registers. Compiled for sm90, int4's loop drops from 393
@@ -119,9 +119,10 @@ def parse_shapes(spec: str | None) -> tuple[tuple[int, int], ...]:
 
 
 def _runner(wf: Any, groups: int, x: torch.Tensor, t: tuple, tile: dict, fmt: str = "") -> Any:
-    """The call of ``fmt``'s case with ``tile``; its ``CHAIN`` and ``AHEAD`` (every format)
-    set splitk.CHAIN and _common.PDL_AHEAD around each call (false: the split-K reduction
-    kernel launched plainly; a decode kernel launched with PDL reads nothing before its wait)."""
+    """The call of ``fmt``'s case with ``tile``; its ``CHAIN``, ``AHEAD`` (every format) and
+    ``ACT_PDL`` set splitk.CHAIN, _common.PDL_AHEAD and act_quant.ACT_PDL around each call
+    (false: the split-K reduction kernel launched plainly; a decode kernel launched with PDL
+    reads nothing before its wait; the activation kernel launched plainly)."""
     from aoq.kernels import _common, act_quant, splitk
 
     tile = dict(tile)

@@ -244,6 +244,13 @@ def _ranges(
     return triton.cdiv(k, k_split), k_split
 
 
+def splits(
+    backend: Backend, device: torch.device, n_programs: int, k: int, k_align: int, per_sm: int
+) -> int:
+    """The split :func:`plan` takes for this shape when no test forces one (cached)."""
+    return _ranges(backend, device, n_programs, k, k_align, None, per_sm, False)[0]
+
+
 def k_step(k: int, align: int, want: int) -> int:
     """A decode loop's K step: the largest power-of-two multiple of ``align`` (a quantization
     group, or 16) up to ``want`` that divides K (no step runs past K: only N is masked)."""

@@ -184,7 +184,7 @@ def late_trigger(m: int, n: int, k: int, device: torch.device) -> bool:
         return False
     step = splitk.k_step(k, GROUP_SIZE, TILE["STEP_K"])
     n_prog = triton.cdiv(n, TILE["BLOCK_N"])
-    return splitk.split_k(backend_of(device), device, n_prog, k, step, TILE["per_sm"]) > 1
+    return splitk.splits(backend_of(device), device, n_prog, k, step, TILE["per_sm"]) > 1
 
 
 def w4a8_mma(

@@ -217,11 +217,11 @@ def test_late_trigger_past_pdl_rows_where_k_is_split(monkeypatch, m, split, late
     up to PDL_ROWS rows or unsplit, at once. The split is TILE's, from the shape."""
     asked = []
 
-    def split_k(backend, device, n_prog, k, step, per_sm):
+    def splits(backend, device, n_prog, k, step, per_sm):
         asked.append((n_prog, k, step, per_sm))
         return split
 
-    monkeypatch.setattr(wm.splitk, "split_k", split_k)
+    monkeypatch.setattr(wm.splitk, "splits", splits)
     assert wm.PDL_ROWS == 4 and wm.late_trigger(m, 8192, 4096, torch.device(DEV)) is late
     step = splitk.k_step(4096, wm.GROUP_SIZE, wm.TILE["STEP_K"])
     assert asked in ([], [(8192 // wm.TILE["BLOCK_N"], 4096, step, wm.TILE["per_sm"])])

@@ -196,7 +196,7 @@ def test_late_where_w4a8_mma_serves_and_splits(monkeypatch):
     w8 = Int8Tensor.from_float(torch.randn(64, 256), None, ActQuant.INT8_DYNAMIC, "w8a8", "{}")
     monkeypatch.setattr(wm, "backend_of", lambda device: None)  # (CPU tensors, as if a GPU)
     for split in (1, 2):
-        monkeypatch.setattr(wm.splitk, "split_k", lambda *a, s=split, **k: s)
+        monkeypatch.setattr(wm.splitk, "splits", lambda *a, s=split, **k: s)
         late = [m for m in range(1, 20) if tlin._late(torch.randn(m, 256), w32)]
         assert late == (list(range(wm.PDL_ROWS + 1, wm.MAX_ROWS + 1)) if split > 1 else [])
         assert not tlin._late(torch.randn(8, 256), w64)
