@@ -91,7 +91,12 @@ DTYPE_BY_M: dict[tuple[Scheme, Backend, torch.dtype], Bands] = {}
 # the right kernel depends on how its codes are stored: {(scheme, backend, variant): bands}.
 # They come before the dtype rows (an ARCH_TABLE row still wins).
 VARIANT_BY_M: dict[tuple[Scheme, Backend, str], Bands] = {}
+# Bands for one arch, where the right kernel depends on it: {(scheme, backend, arch): bands}.
+# They come after the variant and dtype rows (an ARCH_TABLE row still wins).
+ARCH_BY_M: dict[tuple[Scheme, Backend, str], Bands] = {}
 DECODE_MAX_M = 16
+DECODE_ROWS_MAX_M = 64
+"""Weight-only on CUDA: the decode kernel up to this many rows where it takes them."""
 PREFILL_TRITON_MAX_M = 256
 
 
@@ -108,6 +113,17 @@ def _gpu_rows() -> None:
                 (PREFILL_TRITON_MAX_M, (f"triton.{fam}.prefill",)),
                 (M_ANY, (f"{blas}.{fam}.dequant_mm",)),
             )
+        # sm90, 17-64 rows: the decode kernel (kernels/decode_mma_tiles.ROWS_TILE; 2.2-4.4x
+        # the prefill kernel's speed on an H200, whose [BLOCK_M, BLOCK_N] tiles over all of K
+        # leave most SMs idle there), the prefill kernel a recorded fallback where it refuses
+        cuda = BY_M[(scheme, Backend.CUDA)]
+        ARCH_BY_M[(scheme, Backend.CUDA, "sm90")] = (
+            cuda[0],
+            (DECODE_ROWS_MAX_M, (f"triton.{fam}.decode", f"triton.{fam}.prefill")),
+            *cuda[1:],
+        )
+        # ...not for float32 x, which it never takes past 16 rows
+        DTYPE_BY_M[(scheme, Backend.CUDA, torch.float32)] = cuda
     for backend, blas in ((Backend.CUDA, "cublas"), (Backend.ROCM, "hipblaslt")):
         BY_M[(Scheme.INT8_INT8, backend)] = (
             (DECODE_MAX_M, ("triton.w8a8.decode",)),
@@ -225,14 +241,16 @@ def candidates(
 ) -> tuple[str, ...]:
     """Kernels for ``scheme`` on ``platform`` at M rows of ``dtype`` activations and a
     weight of ``variant``: the arch row, else the M band of the variant's row, of the
-    dtype's row, of the scheme's row, else the backend row. ``dtype=None`` asks for the row
-    every dtype without a row of its own gets."""
+    dtype's row, of the arch's bands, of the scheme's row, else the backend row.
+    ``dtype=None`` asks for the row every dtype without a row of its own gets."""
     arch_row = ARCH_TABLE.get((scheme, platform.backend, platform.arch))
     if arch_row is not None:
         return arch_row
     bands = VARIANT_BY_M.get((scheme, platform.backend, variant)) if variant else None
     if bands is None and dtype is not None:
         bands = DTYPE_BY_M.get((scheme, platform.backend, dtype))
+    if bands is None:
+        bands = ARCH_BY_M.get((scheme, platform.backend, platform.arch))
     if bands is None:
         bands = BY_M.get((scheme, platform.backend))
     if bands is not None:
@@ -253,6 +271,7 @@ def describe() -> str:
         ((s, b, _DTYPE_NAMES.get(d, str(d))), bands) for (s, b, d), bands in DTYPE_BY_M.items()
     ]
     banded += [((s, b, v), bands) for (s, b, v), bands in VARIANT_BY_M.items()]
+    banded += [((s, b, a), bands) for (s, b, a), bands in ARCH_BY_M.items()]
     for (s, b, dtype), bands in banded:
         lo = 0
         for max_m, names in bands:

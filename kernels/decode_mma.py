@@ -65,7 +65,14 @@ from aoq.kernels.decode_mma_serves import (  # noqa: F401 (re-exported)
     serves,
 )
 from aoq.kernels.decode_mma_steps import _group_steps, _weights_mma
-from aoq.kernels.decode_mma_tiles import TILE, TILED_TILE, X_DTYPES  # noqa: F401 (re-exported)
+from aoq.kernels.decode_mma_tiles import (  # noqa: F401 (re-exported)
+    ROWS_TILE,
+    TILE,
+    TILED_TILE,
+    X_DTYPES,
+    max_rows,
+    rows_tile,
+)
 from triton.language.extra.cuda import gdc_wait
 from triton.tools.tensor_descriptor import TensorDescriptor
 
@@ -285,7 +292,8 @@ def decode_mma(
     INT4_SYM takes int8 ``x``, its ``x_scale`` ([M] or [] static) and, for asymmetric
     activations, ``x_zero`` (int32 [M]). ``split``
     forces split-K; ``tile`` overrides TILE (benchmarks), and its ``ROWS`` (16, or 8 for
-    M <= 8) the rows x is padded to (by default 8 at M <= 8 where TILE says ``rows8``).
+    M <= 8) the rows x is padded to (by default 8 at M <= 8 where TILE says ``rows8``; past
+    16 rows ROWS_TILE's 32 or 64, int4 / int8 / e4m3 weight-only).
     ``tiled``: int4 codes in aoq.formats.packing.tile_uint4's order (TILED_TILE). ``pdl``:
     programmatic dependent launch after the kernel that wrote x (the caller checked the GPU
     has it: _common.pdl). ``x_qdq`` (MX fp6, one row of x, blocks of at most FP6_STEP):
@@ -294,7 +302,7 @@ def decode_mma(
     bytes, uint8 [M, groups] contiguous (kernels/mx_cast.mx_cast_triton's scale)."""
     m, k = x.shape
     n = qdata.shape[0]
-    cfg = {**TILE[wfmt], **(TILED_TILE if tiled else {}), **(tile or {})}
+    cfg = {**TILE[wfmt], **(TILED_TILE if tiled else {}), **rows_tile(wfmt, m), **(tile or {})}
     cfg["TILED"] = tiled
     bn = cfg.pop("BLOCK_N")
     want = cfg.pop("STEP_K")
@@ -309,8 +317,8 @@ def decode_mma(
         cfg["num_stages"] = stages8
     if x_block_scale is not None and cfg["ROWS"] == 8 and "num_stages" not in (tile or {}):
         cfg["num_stages"] = XMX_STAGES8
-    if cfg["ROWS"] not in (8, 16) or m > cfg["ROWS"]:
-        raise ValueError(f"ROWS={cfg['ROWS']}: x pads to 8 or 16 rows, at least its {m}")
+    if cfg["ROWS"] not in (8, 16, 32, 64) or m > cfg["ROWS"]:
+        raise ValueError(f"ROWS={cfg['ROWS']}: x pads to 8, 16, 32 or 64 rows, at least its {m}")
     cfg["IMMA"] = cfg.get("IMMA", False) and wfmt is WeightFormat.INT4_SYM and x_zero is None
     cfg["ZW"] = wfmt is WeightFormat.UINT4 and zero is not None and zero.dtype == torch.int32
     # NVX (NVFP4, bf16 x): steps exact in bf16, the tensor scale on the sums (nvfp4_codes)

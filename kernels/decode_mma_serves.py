@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 from aoq.kernels._common import WeightFormat, backend_of
-from aoq.kernels.decode_mma_tiles import X_DTYPES
+from aoq.kernels.decode_mma_tiles import X_DTYPES, max_rows
 
 from aoq.backends import Backend
 from aoq.formats.packing import tiles_uint4
@@ -38,7 +38,8 @@ def serves(
     zero: torch.Tensor | None = None,
     tiled: bool = False,
 ) -> bool:
-    """M <= 16 rows of bf16 activations (fp16 too for int4, MX, per-channel int8 and e4m3:
+    """M <= 16 rows of bf16 activations (int4, int8 and e4m3 weight-only: up to
+    decode_mma_tiles.max_rows, 64 on sm90; fp16 too for int4, MX, per-channel int8 and e4m3:
     X_DTYPES; int8 codes for W4A8's symmetric int4), contiguous;
     int4 groups of 32..256 (powers of two; aoq.tensors.int4.DECODE_MMA_GROUPS mirrors them);
     per-channel int8 or float8 e4m3fn with K a multiple of 16 (fp8 on CUDA, where its
@@ -65,7 +66,11 @@ def serves(
         if words and (scale.stride(0) != 1 or zero.shape[1] != -(-scale.shape[1] // 4)):
             return False  # pack_zero_words: group-major words of four groups
     m, k = x.shape
-    if x.dtype not in X_DTYPES.get(wfmt, (torch.bfloat16,)) or m > 16:
+    if (
+        x.dtype not in X_DTYPES.get(wfmt, (torch.bfloat16,))
+        or m > 16
+        and m > max_rows(wfmt, x.device)
+    ):
         return False
     if not (qdata.is_contiguous() and x.stride(1) == 1):
         return False

@@ -1,11 +1,11 @@
-"""decode_mma.py's tiles per weight format (TILE, TILED_TILE) and the activation dtypes each
-format takes (X_DTYPES), with the measurements behind them. Split from the kernel file to
-keep each file readable; decode_mma.py re-exports them."""
+"""decode_mma.py's tiles per weight format (TILE, TILED_TILE, ROWS_TILE past 16 rows) and the
+activation dtypes each format takes (X_DTYPES), with the measurements behind them. Split from
+the kernel file to keep each file readable; decode_mma.py re-exports them."""
 
 from __future__ import annotations
 
 import torch
-from aoq.kernels._common import WeightFormat
+from aoq.kernels._common import INTERPRET, WeightFormat
 
 TILE = {
     WeightFormat.UINT4: {"BLOCK_N": 64, "STEP_K": 128, "num_warps": 2, "num_stages": 3,
@@ -148,3 +148,55 @@ makes bf16) cost nothing at M1 on an H100: int8 27.1 / 23.6 / 24.2 us with PTX, 
 and fp8 with fp16 x: their PTX's values as float32, rounded once to fp16 (bf16_codes), the
 emulated path's fp16 weights; before, the FMA decode (MX fp8 at 4096^2 M1: 22.6 us, 0.77x
 fp16 F.linear, run a858d0)."""
+
+
+ROWS_TILE = {
+    WeightFormat.UINT4: {32: {"ROWS": 32, "per_sm": 4, "SK": False},
+                         64: {"ROWS": 64, "BLOCK_N": 128, "num_warps": 4, "WT": False,
+                              "per_sm": 2, "SK": False}},
+    WeightFormat.INT8: {32: {"ROWS": 32, "BLOCK_N": 64, "STEP_K": 128},
+                        64: {"ROWS": 64, "BLOCK_N": 128, "STEP_K": 128, "num_warps": 4,
+                             "WT": False, "per_sm": 2}},
+    WeightFormat.FP8: {32: {"ROWS": 32, "BLOCK_N": 64, "STEP_K": 128},
+                       64: {"ROWS": 64, "BLOCK_N": 128, "STEP_K": 64, "num_warps": 4,
+                            "WT": False, "per_sm": 2}},
+}  # fmt: skip
+"""Weight-only decode past 16 rows (17-32 rows: x padded to 32; 33-64: to 64), on top of
+TILE: where the weight's bytes still bound the call, the decode kernel's split-K over K
+keeps every SM streaming, where the prefill kernel's [BLOCK_M, BLOCK_N] tiles over all of K
+give too few programs (64-128 at 8192^2). Each x step is read by every column tile, so the
+wider x gets, the more rows a tile takes: at 64 rows x outweighs the codes 4 to 1 at 64 rows
+a tile, hence 128 rows on 4 warps with x as the MMA's A operand (WT off; the weights' side
+would pick wgmma, see decode_mma's WT check). H200 graph replays over 8 copies, µs at
+8192^2 / 4096 x 14336 / 14336 x 4096 against bf16 F.linear (bench/NOTES.md, session 44):
+- M 32: int4 23.1 / 22.8 / 20.8 (1.47 / 1.38 / 1.59x; the prefill kernel it replaces 102 /
+  70 at the first two: 0.37 / 0.47x), int8 26.2 / 25.7 / 23.8 (1.30 / 1.23 / 1.40x; was 70.4
+  / 40.3), fp8 24.8 / 24.0 / 22.2 (1.37 / 1.31 / 1.49x; was 66.7 / 37.1). TILE's own tile at
+  32 rows: int8 38.5 / 37.5 / 34.3, fp8 41.2 / 40.5 / 36.5 (32-row column tiles); int4 at 3
+  an SM 27.8 / 28.6 / 25.2, BLOCK_N 128 23.4 / 22.9 / 21.8.
+- M 64: int4 32.4 / 32.0 / 30.3 (1.14 / 1.04 / 1.19x; was 102 / 70), int8 33.7 / 33.1 /
+  30.9 (1.10 / 1.00 / 1.17x; was 71.2 / 40.8), fp8 with 64-code steps 34.7 / 32.2 / 30.0
+  (1.06 / 1.03 / 1.20x; was 67.3 / 37.9; 128-code steps 42.9 / 42.4 / 38.6). 64-row column
+  tiles 38-44, one program an SM 35-39, 256-row tiles on 8 warps 36-79, 4 stages no better.
+Stream-K (SK) stays with 16 rows, where it was timed. Only sm90 was timed, so only sm90
+(and the interpreter, which tests them) takes them: :func:`max_rows`."""
+
+
+def rows_tile(wfmt: WeightFormat, m: int) -> dict:
+    """ROWS_TILE's overrides for ``m`` rows (none up to 16, nor for other formats)."""
+    if m <= 16 or wfmt not in ROWS_TILE:
+        return {}
+    return ROWS_TILE[wfmt][32 if m <= 32 else 64]
+
+
+def max_rows(wfmt: WeightFormat, device: torch.device) -> int:
+    """The most rows of x decode_mma takes for ``wfmt`` on ``device``: 64 where ROWS_TILE
+    has the format and the device was timed (NVIDIA sm90; the interpreter's CPU tensors),
+    else 16."""
+    if wfmt not in ROWS_TILE:
+        return 16
+    if device.type != "cuda":  # (CPU tensors: the interpreter's, else no kernel runs)
+        return 64 if INTERPRET else 16
+    if torch.version.hip is not None:
+        return 16
+    return 64 if torch.cuda.get_device_capability(device) == (9, 0) else 16

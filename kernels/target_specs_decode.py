@@ -105,6 +105,20 @@ def _fp6_row() -> dict[str, Any]:
     return one_row_constexprs("fp6_e2m3", "rceil", False, False)
 
 
+def _rows(name: str, wfmt: int, gs: int, target: str, rows: int, tiled: bool = False) -> Spec:
+    """decode_mma at decode_mma.ROWS_TILE's tile for 32 or 64 rows of x (weight-only past 16
+    rows, served on sm90), launched with PDL where the target has it, as shipped."""
+    from aoq.kernels._common import WeightFormat
+    from aoq.kernels.decode_mma import ROWS_TILE, TILE
+
+    base, tile = TILE[WeightFormat(wfmt)], ROWS_TILE[WeightFormat(wfmt)][rows]
+    over = {"BLOCK_N": tile.get("BLOCK_N", base["BLOCK_N"]), "WT": tile.get("WT", base["WT"])}
+    step = tile.get("STEP_K", base["STEP_K"])
+    spec = decode_mma(name, wfmt, gs, step, target, rows, tiled=tiled, PDL=target in PDL_TARGETS,
+                      **over)  # fmt: skip
+    return dataclasses.replace(spec, warps=tile.get("num_warps", base["num_warps"]))
+
+
 def decode_mma_specs(target: str) -> list[Spec]:
     """decode_mma at each weight format it serves on ``target``, with the 8-row, fp16 and PDL
     variants."""
@@ -171,6 +185,19 @@ def decode_mma_specs(target: str) -> list[Spec]:
             + [decode_mma("mxwo_fp6_e3m2.decode_mma_m8", 6, 32, 128, target, 8)]
             + [decode_mma("mx_int8.decode_mma_m8", 10, 32, 128, target, 8)]
             + [_xmx_m8(target)]
+            # weight-only past 16 rows (decode_mma.ROWS_TILE): x padded to 32 and 64 rows
+            + [
+                _rows(
+                    f"{f}.decode_mma{'_tiled' if f == 'int4wo' else ''}_m{rows}",
+                    w,
+                    gs,
+                    target,
+                    rows,
+                    tiled=f == "int4wo",
+                )
+                for f, w, gs in (("int4wo", 1, 128), ("int8wo", 0, 16), ("fp8wo", 2, 16))
+                for rows in (32, 64)
+            ]
             if target.startswith("sm")
             else []
         ),  # fmt: skip

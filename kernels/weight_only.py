@@ -188,7 +188,7 @@ def weight_only_mm_triton(
     if m == 0:
         return y.to(x.dtype)
     per_channel = _per_channel(groups, wfmt)
-    if Strategy(strategy) is Strategy.DECODE and m <= 16:
+    if Strategy(strategy) is Strategy.DECODE and decodes(x, qdata, scale, zero, tiled):
         _decode(x, qdata, scale, zero, bias, y, groups, wfmt, per_channel, split, tiled)
         return y.to(x.dtype)
     upcast, precision = dot_flags(x.dtype)
@@ -206,6 +206,25 @@ def weight_only_mm_triton(
         HAS_BIAS=bias is not None, UPCAST=upcast, PRECISION=precision, TILED=tiled,
     )  # fmt: skip
     return y.to(x.dtype)
+
+
+def decodes(
+    x: torch.Tensor,
+    qdata: torch.Tensor,
+    scale: torch.Tensor,
+    zero: torch.Tensor | None,
+    tiled: bool = False,
+) -> bool:
+    """Whether the decode strategy serves these x rows: up to 16, and past that where
+    decode_mma takes them (decode_mma_tiles.max_rows: 64 on sm90); else the prefill kernel.
+    Asked by the dispatch's check too, so it refuses what the launcher would reject."""
+    if x.shape[0] <= 16:
+        return True
+    try:
+        groups, wfmt = _check(x, qdata, scale, tiled)
+    except ValueError:
+        return False
+    return decode_mma.serves(x, qdata, groups, wfmt, scale, zero, tiled)
 
 
 def _decode(

@@ -133,6 +133,19 @@ def _wo_check(x: torch.Tensor, w: Any, bias: Any) -> str | None:
     return why
 
 
+def _wo_decode_check(x: torch.Tensor, w: Any, bias: Any) -> str | None:
+    """_wo_check, and past 16 rows that decode_mma takes them (weight_only.decodes)."""
+    why = _wo_check(x, w, bias)
+    if why is None and x.dim() == 2 and x.shape[0] > 16:
+        q, s, z = _decode_parts(x, w)
+        if not _k.weight_only.decodes(x, q, s, z, _tiled(w)):
+            why = (
+                f"{x.shape[0]} rows of {x.dtype}: past 16 rows the decode kernel takes int4, "
+                "int8 and e4m3 weights with bf16 / fp16 x, on sm90 only"
+            )
+    return why
+
+
 def _group_major(
     x: torch.Tensor, w: Any, wfmt: Any
 ) -> tuple[torch.Tensor, torch.Tensor | None] | None:
@@ -190,7 +203,7 @@ def _blas_check(x: torch.Tensor, w: Any, bias: Any) -> str | None:
 
 
 for _fam in ("int8wo", "int4wo", "fp8wo"):
-    kernel(f"triton.{_fam}.decode", _wo_check)(_weight_only(0))
+    kernel(f"triton.{_fam}.decode", _wo_decode_check)(_weight_only(0))
     kernel(f"triton.{_fam}.prefill", _wo_check)(_weight_only(1))
     for _blas in ("cublas", "hipblaslt"):
         kernel(f"{_blas}.{_fam}.dequant_mm", _blas_check)(_dequant_mm)

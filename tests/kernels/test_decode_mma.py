@@ -220,7 +220,7 @@ def test_int4_layouts_and_orientations_agree(gs, tile, split):
 
 
 @pytest.mark.parametrize("gs", [32, 64, 128])
-@pytest.mark.parametrize("m", [1, 9])
+@pytest.mark.parametrize("m", [1, 9, 24, 40])
 @pytest.mark.parametrize("split", [None, 3])
 def test_tiled_codes_are_the_row_major_codes(gs, m, split):
     """int4 codes in tile_uint4's order (64-row bands, 128-code tiles), with the zero points
@@ -332,8 +332,13 @@ def test_serves_only_what_it_computes():
     q, _, _ = _int4(8, 256, 128)
     assert dm.serves(x, q, 2, WeightFormat.UINT4)
     assert not dm.serves(x.float(), q, 2, WeightFormat.UINT4)  # no float32 activations
-    assert not dm.serves(torch.zeros(17, 256, dtype=torch.bfloat16, device=DEV), q, 2,
-                         WeightFormat.UINT4)  # fmt: skip
+    x17, x65 = (torch.zeros(m, 256, dtype=torch.bfloat16, device=DEV) for m in (17, 65))
+    # past 16 rows: int4 / int8 / e4m3 weight-only only, to 64 rows where timed (sm90, and
+    # the interpreter that tests them: decode_mma_tiles.max_rows)
+    wide = dm.max_rows(WeightFormat.UINT4, x.device) == 64
+    assert dm.serves(x17, q, 2, WeightFormat.UINT4) == wide
+    assert not dm.serves(x65, q, 2, WeightFormat.UINT4)
+    assert not dm.serves(x17.to(torch.int8), q, 2, WeightFormat.INT4_SYM)  # W4A8: 16 rows
     assert not dm.serves(x, q, 16, WeightFormat.UINT4)  # groups of 16
     q8 = torch.zeros(8, 256, dtype=torch.int8, device=DEV)
     assert not dm.serves(x, q8, 2, WeightFormat.INT8)  # groupwise int8
@@ -405,8 +410,32 @@ def test_rows_must_hold_x():
     y = torch.empty(9, args[1].shape[0], dtype=OUT, device=DEV)
     with pytest.raises(ValueError, match="ROWS=8"):
         dm.decode_mma(*args[:5], y, *args[5:], None, tile={"ROWS": 8})
-    with pytest.raises(ValueError, match="ROWS=32"):
-        dm.decode_mma(*args[:5], y, *args[5:], None, tile={"ROWS": 32})
+    with pytest.raises(ValueError, match="ROWS=24"):
+        dm.decode_mma(*args[:5], y, *args[5:], None, tile={"ROWS": 24})
+    args, _ = _eight_row_case("int8", 65)
+    y = torch.empty(65, args[1].shape[0], dtype=OUT, device=DEV)
+    with pytest.raises(ValueError, match="ROWS=64"):
+        dm.decode_mma(*args[:5], y, *args[5:], None, tile={"ROWS": 64})
+
+
+@pytest.mark.parametrize("m", [17, 32, 40, 64])
+@pytest.mark.parametrize("split", [1, 3])
+@pytest.mark.parametrize("fmt", ["int4", "int8", "fp8"])
+def test_rows_past_sixteen_are_sixteen_row_launches(m, split, fmt):
+    """17-64 rows take ROWS_TILE's tile (x padded to 32 or 64, wider column tiles; 33-64 rows
+    with x as the MMA's A operand): each 16-row slice of the output is what a 16-row launch
+    of that slice gives, up to float32 summation order (other tiles, the same K ranges)."""
+    if m > dm.max_rows(WeightFormat.UINT4, torch.device(DEV)):
+        pytest.skip("this GPU takes at most 16 rows (decode_mma_tiles.max_rows)")
+    args, extra = _eight_row_case(fmt, m)
+    y = torch.empty(m, args[1].shape[0], dtype=OUT, device=DEV)
+    assert dm.serves(args[0], args[1], args[5], args[6], args[2], args[3])
+    dm.decode_mma(*args[:5], y, *args[5:], split, **extra)
+    for lo in range(0, m, 16):
+        xs = args[0][lo : lo + 16].contiguous()
+        want = torch.empty(xs.shape[0], args[1].shape[0], dtype=OUT, device=DEV)
+        dm.decode_mma(xs, *args[1:5], want, *args[5:], split, **extra)
+        assert max_rel_error(want.float(), y[lo : lo + 16].float()) < 4e-3, lo
 
 
 @pytest.mark.parametrize("m", [1, 16])
@@ -422,3 +451,32 @@ def test_aligned_group_codes_are_the_same_bits(m, split, fmt):
         ys.append(torch.empty(m, args[1].shape[0], dtype=out, device=DEV))
         dm.decode_mma(*args[:5], ys[-1], *args[5:], split, tile=tile, **extra)
     assert torch.equal(ys[0], ys[1])
+
+
+def test_weight_only_decode_takes_past_sixteen_rows_where_decode_mma_does(monkeypatch):
+    """The weight-only launcher's decode strategy at 17-64 rows runs decode_mma where it
+    serves them, else the prefill kernel; the dispatch's decode check names why it refuses
+    (float32 x)."""
+    from torch import nn
+
+    import aoq
+    from aoq.tensors import triton_linear as tlin
+
+    n, k = 96, 512
+    q, s = affine.quantize_int8_symmetric(torch.randn(n, k, device=DEV), None)
+    ran = []
+    real = dm.decode_mma
+    monkeypatch.setattr(dm, "decode_mma", lambda *a, **kw: ran.append(a[0].shape) or real(*a, **kw))
+    want = wo.weight_only_mm(torch.randn(1, k), q.cpu(), s.cpu(), None, None, 0)  # (warm)
+    for x in (torch.randn(32, k, device=DEV), torch.randn(64, k, device=DEV)):
+        x = x.to(torch.bfloat16)
+        want = wo.weight_only_mm(x.cpu(), q.cpu(), s.cpu(), None, None, 0).float()
+        got = wo.weight_only_mm_triton(x, q, s, None, None, 0).float().cpu()
+        assert max_rel_error(want, got) < 4e-3
+    wide = dm.max_rows(WeightFormat.INT8, torch.device(DEV)) == 64
+    assert ran == ([(32, k), (64, k)] if wide else [])
+    lin = aoq.quantize_(nn.Linear(k, n, device=DEV), aoq.Int8WeightOnlyConfig())
+    xb = torch.randn(32, k, device=DEV, dtype=torch.bfloat16)
+    assert (tlin._wo_decode_check(xb, lin.weight, None) is None) == wide
+    why = tlin._wo_decode_check(xb.float(), lin.weight, None)
+    assert why is not None and "32 rows of torch.float32" in why
