@@ -70,8 +70,12 @@ def sweep_config(config: Any, k: int, n: int, ms: list[int], deadline: float) ->
             break
         xs = [torch.randn(m, k, dtype=torch.bfloat16, device="cuda") for _ in range(8)]
         row: dict[str, Any] = {"config": config.id, "k": k, "n": n, "m": m, "us": {}, "refused": {}}
-        row["bf16_us"] = graph_us([lambda x=x, w=w: F.linear(x, w) for x, w in zip(xs, wb)])
-        row["shipped_us"] = graph_us([lambda x=x, w=w: F.linear(x, w) for x, w in zip(xs, ws)])
+        row["bf16_us"] = graph_us(
+            [lambda x=x, w=w: F.linear(x, w) for x, w in zip(xs, wb, strict=True)]
+        )
+        row["shipped_us"] = graph_us(
+            [lambda x=x, w=w: F.linear(x, w) for x, w in zip(xs, ws, strict=True)]
+        )
         row["shipped"] = dispatch.select(ws[0].scheme, xs[0], ws[0], None)[0].name
         for name in names:
             impl = dispatch._IMPLS[name]
@@ -79,7 +83,7 @@ def sweep_config(config: Any, k: int, n: int, ms: list[int], deadline: float) ->
             if why:
                 row["refused"][name] = why
                 continue
-            calls = [lambda x=x, w=w, f=impl.fn: f(x, w, None) for x, w in zip(xs, ws)]
+            calls = [lambda x=x, w=w, f=impl.fn: f(x, w, None) for x, w in zip(xs, ws, strict=True)]
             row["us"][name] = graph_us(calls)
         rows.append(row)
         print(_line(row), flush=True)
