@@ -66,11 +66,9 @@ def serves(
         if words and (scale.stride(0) != 1 or zero.shape[1] != -(-scale.shape[1] // 4)):
             return False  # pack_zero_words: group-major words of four groups
     m, k = x.shape
-    if (
-        x.dtype not in X_DTYPES.get(wfmt, (torch.bfloat16,))
-        or m > 16
-        and m > max_rows(wfmt, x.device)
-    ):
+    if x.dtype not in X_DTYPES.get(wfmt, (torch.bfloat16,)):
+        return False
+    if m > 16 and m > max_rows(wfmt, x.device):
         return False
     if not (qdata.is_contiguous() and x.stride(1) == 1):
         return False

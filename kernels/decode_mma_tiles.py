@@ -4,6 +4,8 @@ the kernel file to keep each file readable; decode_mma.py re-exports them."""
 
 from __future__ import annotations
 
+import functools
+
 import torch
 from aoq.kernels._common import INTERPRET, WeightFormat
 
@@ -169,15 +171,15 @@ wider x gets, the more rows a tile takes: at 64 rows x outweighs the codes 4 to 
 a tile, hence 128 rows on 4 warps with x as the MMA's A operand (WT off; the weights' side
 would pick wgmma, see decode_mma's WT check). H200 graph replays over 8 copies, µs at
 8192^2 / 4096 x 14336 / 14336 x 4096 against bf16 F.linear (bench/NOTES.md, session 44):
-- M 32: int4 23.1 / 22.8 / 20.8 (1.47 / 1.38 / 1.59x; the prefill kernel it replaces 102 /
-  70 at the first two: 0.37 / 0.47x), int8 26.2 / 25.7 / 23.8 (1.30 / 1.23 / 1.40x; was 70.4
+- M 32: int4 23.1 / 22.8 / 20.8 (1.47 / 1.38 / 1.59x; the prefill kernel it replaces 103.7
+  / 71.2 / 204.5: 0.33 / 0.43 / 0.16x), int8 26.2 / 25.7 / 23.8 (1.30 / 1.23 / 1.40x; was 70.4
   / 40.3), fp8 24.8 / 24.0 / 22.2 (1.37 / 1.31 / 1.49x; was 66.7 / 37.1). TILE's own tile at
   32 rows: int8 38.5 / 37.5 / 34.3, fp8 41.2 / 40.5 / 36.5 (32-row column tiles); int4 at 3
   an SM 27.8 / 28.6 / 25.2, BLOCK_N 128 23.4 / 22.9 / 21.8.
 - M 64: int4 32.4 / 32.0 / 30.3 (1.14 / 1.04 / 1.19x; was 102 / 70), int8 33.7 / 33.1 /
   30.9 (1.10 / 1.00 / 1.17x; was 71.2 / 40.8), fp8 with 64-code steps 34.7 / 32.2 / 30.0
   (1.06 / 1.03 / 1.20x; was 67.3 / 37.9; 128-code steps 42.9 / 42.4 / 38.6). 64-row column
-  tiles 38-44, one program an SM 35-39, 256-row tiles on 8 warps 36-79, 4 stages no better.
+  tiles 38-44, one program an SM 35-39, 256-row tiles on 8 warps 32-79, 4 stages no better.
 Stream-K (SK) stays with 16 rows, where it was timed. Only sm90 was timed, so only sm90
 (and the interpreter, which tests them) takes them: :func:`max_rows`."""
 
@@ -197,6 +199,13 @@ def max_rows(wfmt: WeightFormat, device: torch.device) -> int:
         return 16
     if device.type != "cuda":  # (CPU tensors: the interpreter's, else no kernel runs)
         return 64 if INTERPRET else 16
+    return 64 if _sm90(device.index if device.index is not None else -1) else 16
+
+
+@functools.cache
+def _sm90(index: int) -> bool:
+    """Whether CUDA device ``index`` (-1: the current one) is NVIDIA sm90 (cached: asked per
+    call past 16 rows)."""
     if torch.version.hip is not None:
-        return 16
-    return 64 if torch.cuda.get_device_capability(device) == (9, 0) else 16
+        return False
+    return torch.cuda.get_device_capability(None if index < 0 else index) == (9, 0)
