@@ -96,7 +96,7 @@ def _gpu_rows() -> None:
                 (PREFILL_TRITON_MAX_M, (f"triton.{fam}.prefill",)),
                 (M_ANY, (f"{blas}.{fam}.dequant_mm",)),
             )
-        # sm90, 17-64 rows: the decode kernel (kernels/decode_mma_tiles.ROWS_TILE; 2.2-4.4x
+        # sm90, 17-64 rows: the decode kernel (kernels/decode_mma_tiles.ROWS_TILE; 1.2-9.8x
         # the prefill kernel's speed on an H200, whose [BLOCK_M, BLOCK_N] tiles over all of K
         # leave most SMs idle there), the prefill kernel a recorded fallback where it refuses
         cuda = BY_M[(scheme, Backend.CUDA)]
