@@ -317,8 +317,8 @@ def decode_mma(
         cfg["num_stages"] = stages8
     if x_block_scale is not None and cfg["ROWS"] == 8 and "num_stages" not in (tile or {}):
         cfg["num_stages"] = XMX_STAGES8
-    if cfg["ROWS"] not in (8, 16, 32, 64) or m > cfg["ROWS"]:
-        raise ValueError(f"ROWS={cfg['ROWS']}: x pads to 8, 16, 32 or 64 rows, at least its {m}")
+    if cfg["ROWS"] not in (8, 16, 32, 64, 128, 256) or m > cfg["ROWS"]:
+        raise ValueError(f"ROWS={cfg['ROWS']}: x pads to 8, 16, ... 256 rows, at least its {m}")
     cfg["IMMA"] = cfg.get("IMMA", False) and wfmt is WeightFormat.INT4_SYM and x_zero is None
     cfg["ZW"] = wfmt is WeightFormat.UINT4 and zero is not None and zero.dtype == torch.int32
     # NVX (NVFP4, bf16 x): steps exact in bf16, the tensor scale on the sums (nvfp4_codes)
