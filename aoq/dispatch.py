@@ -37,6 +37,7 @@ from aoq.dispatch_table import (  # noqa: F401 (dispatch's API: the table lives 
     VARIANT_BY_M,
     Bands,
     Scheme,
+    band_edges,
     candidates,
     describe,
     reference_name,

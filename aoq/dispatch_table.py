@@ -78,8 +78,13 @@ VARIANT_BY_M: dict[tuple[Scheme, Backend, str], Bands] = {}
 # They come after the variant and dtype rows (an ARCH_TABLE row still wins).
 ARCH_BY_M: dict[tuple[Scheme, Backend, str], Bands] = {}
 DECODE_MAX_M = 16
-DECODE_ROWS_MAX_M = 64
-"""Weight-only on CUDA: the decode kernel up to this many rows where it takes them."""
+DECODE_ROWS_MAX_M = {
+    Scheme.INT4_WEIGHT_ONLY: 128,
+    Scheme.INT8_WEIGHT_ONLY: 256,
+    Scheme.FP8_WEIGHT_ONLY: 256,
+}
+"""Weight-only on sm90: the decode kernel up to this many rows (kernels/decode_mma_tiles
+.ROWS_TILE's largest padding), where it takes them."""
 PREFILL_TRITON_MAX_M = 256
 
 
@@ -96,14 +101,17 @@ def _gpu_rows() -> None:
                 (PREFILL_TRITON_MAX_M, (f"triton.{fam}.prefill",)),
                 (M_ANY, (f"{blas}.{fam}.dequant_mm",)),
             )
-        # sm90, 17-64 rows: the decode kernel (kernels/decode_mma_tiles.ROWS_TILE; 1.2-9.8x
-        # the prefill kernel's speed on an H200, whose [BLOCK_M, BLOCK_N] tiles over all of K
-        # leave most SMs idle there), the prefill kernel a recorded fallback where it refuses
+        # sm90, 17-128 rows (int4) or 17-256 (int8, e4m3): the decode kernel (kernels/
+        # decode_mma_tiles.ROWS_TILE; on an H200 1.2-9.8x the prefill kernel's speed at 17-64
+        # rows, 1.0-3.9x at 65-256: its [BLOCK_M, BLOCK_N] tiles over all of K leave most SMs
+        # idle), the prefill kernel a recorded fallback where it refuses; int4 past 128 rows
+        # dequantize + cuBLAS (1.3-2.3x the prefill kernel, which the decode kernel at 256 rows
+        # was not: bench/NOTES.md, session 45)
         cuda = BY_M[(scheme, Backend.CUDA)]
         ARCH_BY_M[(scheme, Backend.CUDA, "sm90")] = (
             cuda[0],
-            (DECODE_ROWS_MAX_M, (f"triton.{fam}.decode", f"triton.{fam}.prefill")),
-            *cuda[1:],
+            (DECODE_ROWS_MAX_M[scheme], (f"triton.{fam}.decode", f"triton.{fam}.prefill")),
+            cuda[-1],
         )
         # ...not for float32 x, which it never takes past 16 rows
         DTYPE_BY_M[(scheme, Backend.CUDA, torch.float32)] = cuda
@@ -180,6 +188,14 @@ def _gpu_rows() -> None:
 
 
 _gpu_rows()
+
+
+def band_edges(scheme: Scheme) -> list[int]:
+    """Every band's last M in any of ``scheme``'s band rows (every backend, arch, dtype and
+    variant), ascending: where a kernel may take over (bench/band_sweep.py times both sides)."""
+    rows = [b for (s, *_), b in (*BY_M.items(), *DTYPE_BY_M.items(), *VARIANT_BY_M.items(),
+                                 *ARCH_BY_M.items()) if s is scheme]  # fmt: skip
+    return sorted({max_m for bands in rows for max_m, _ in bands if max_m != M_ANY})
 
 
 def reference_name(scheme: Scheme) -> str:

@@ -34,8 +34,7 @@ def band_kernels(scheme: Any, platform: Any, dtype: torch.dtype) -> list[str]:
     (each band's edge asked of dispatch.candidates, so the arch, dtype and variant rows apply)."""
     from aoq import dispatch
 
-    edges = {1, dispatch.DECODE_MAX_M, dispatch.DECODE_ROWS_MAX_M}
-    edges |= {dispatch.PREFILL_TRITON_MAX_M, dispatch.PREFILL_TRITON_MAX_M + 1}
+    edges = {1, *dispatch.band_edges(scheme)}
     names: dict[str, None] = {}
     for m in sorted(edges | {e + 1 for e in edges}):
         names.update(dict.fromkeys(dispatch.candidates(scheme, platform, m, dtype)))

@@ -35,10 +35,10 @@ GPU_KN = ((8192, 8192), (4096, 14336), (14336, 4096), (4096, 4096))
 """K x N on GPUs, issue 3's goal shapes first: a run its budget cuts short (run order:
 linear_cases) loses the 4096^2 rows before any goal row (H100 run 55bb0c, cut at 1021 of
 1592 cases when 8192^2 came last, had no 8192^2 row)."""
-GPU_M = (1, 4, 16, 64, 2048, 4096)
-"""M on GPUs: decode (1, 4, 16), the rows between (64: until session 44 no bench row covered
-17-2047 rows, where the weight-only prefill kernel read 0.16-0.89x bf16 on an H200 unseen;
-bench/NOTES.md) and prefill (2048, 4096)."""
+GPU_M = (1, 4, 16, 64, 128, 2048, 4096)
+"""M on GPUs: decode (1, 4, 16), the rows between (64, 128: until session 44 no bench row
+covered 17-2047 rows, where the weight-only prefill kernel read 0.16-0.89x bf16 on an H200
+unseen; bench/NOTES.md sessions 44 and 45) and prefill (2048, 4096)."""
 CPU_KN = ((4096, 4096), (4096, 14336))
 CPU_M = (1, 4, 16, 128)
 QUICK_GPU = ((1, 4096, 4096), (2048, 4096, 4096))

@@ -155,22 +155,33 @@ fp16 F.linear, run a858d0)."""
 ROWS_TILE = {
     WeightFormat.UINT4: {32: {"ROWS": 32, "per_sm": 4, "SK": False},
                          64: {"ROWS": 64, "BLOCK_N": 128, "num_warps": 4, "WT": False,
-                              "per_sm": 2, "SK": False}},
+                              "per_sm": 2, "SK": False},
+                         128: {"ROWS": 128, "BLOCK_N": 128, "num_warps": 8, "WT": False,
+                               "per_sm": 1, "SK": False}},
     WeightFormat.INT8: {32: {"ROWS": 32, "BLOCK_N": 64, "STEP_K": 128},
                         64: {"ROWS": 64, "BLOCK_N": 128, "STEP_K": 128, "num_warps": 4,
-                             "WT": False, "per_sm": 2}},
+                             "WT": False, "per_sm": 2},
+                        128: {"ROWS": 128, "BLOCK_N": 256, "STEP_K": 64, "num_warps": 8,
+                              "num_stages": 4, "WT": False, "per_sm": 1},
+                        256: {"ROWS": 256, "BLOCK_N": 128, "STEP_K": 64, "num_warps": 8,
+                              "num_stages": 4, "WT": False, "per_sm": 1}},
     WeightFormat.FP8: {32: {"ROWS": 32, "BLOCK_N": 64, "STEP_K": 128},
                        64: {"ROWS": 64, "BLOCK_N": 128, "STEP_K": 64, "num_warps": 4,
-                            "WT": False, "per_sm": 2}},
+                            "WT": False, "per_sm": 2},
+                       128: {"ROWS": 128, "BLOCK_N": 256, "STEP_K": 64, "num_warps": 8,
+                             "WT": False, "per_sm": 1},
+                       256: {"ROWS": 256, "BLOCK_N": 128, "STEP_K": 64, "num_warps": 8,
+                             "WT": False, "per_sm": 1}},
 }  # fmt: skip
-"""Weight-only decode past 16 rows (17-32 rows: x padded to 32; 33-64: to 64), on top of
-TILE: where the weight's bytes still bound the call, the decode kernel's split-K over K
-keeps every SM streaming, where the prefill kernel's [BLOCK_M, BLOCK_N] tiles over all of K
-give too few programs (64-128 at 8192^2). Each x step is read by every column tile, so the
-wider x gets, the more rows a tile takes: at 64 rows x outweighs the codes 4 to 1 at 64 rows
-a tile, hence 128 rows on 4 warps with x as the MMA's A operand (WT off; the weights' side
-would pick wgmma, see decode_mma's WT check). H200 graph replays over 8 copies, µs at
-8192^2 / 4096 x 14336 / 14336 x 4096 against bf16 F.linear (bench/NOTES.md, session 44):
+"""Weight-only decode past 16 rows (x padded to the smallest key that holds its rows: 32, 64,
+128, and for int8 / e4m3 256), on top of TILE: the decode kernel's split-K over K keeps every
+SM busy, where the prefill kernel's [BLOCK_M, BLOCK_N] tiles over all of K give too few
+programs (64-128 at 8192^2). Each x step is read by every column tile, so the wider x gets,
+the more rows a tile takes: at 64 rows x outweighs the codes 4 to 1 at 64 rows a tile, hence
+128 rows on 4 warps with x as the MMA's A operand (WT off; the weights' side would pick
+wgmma, see decode_mma's WT check), and 128-256 on 8 warps past 64 rows. H200 graph replays
+over 8 copies, µs at 8192^2 / 4096 x 14336 / 14336 x 4096 against bf16 F.linear
+(bench/NOTES.md, sessions 44 and 45):
 - M 32: int4 23.1 / 22.8 / 20.8 (1.47 / 1.38 / 1.59x; the prefill kernel it replaces 103.7
   / 71.2 / 204.5: 0.33 / 0.43 / 0.16x), int8 26.2 / 25.7 / 23.8 (1.30 / 1.23 / 1.40x; was 70.4
   / 40.3), fp8 24.8 / 24.0 / 22.2 (1.37 / 1.31 / 1.49x; was 66.7 / 37.1). TILE's own tile at
@@ -180,26 +191,43 @@ would pick wgmma, see decode_mma's WT check). H200 graph replays over 8 copies, 
   30.9 (1.10 / 1.00 / 1.17x; was 71.2 / 40.8), fp8 with 64-code steps 34.7 / 32.2 / 30.0
   (1.06 / 1.03 / 1.20x; was 67.3 / 37.9; 128-code steps 42.9 / 42.4 / 38.6). 64-row column
   tiles 38-44, one program an SM 35-39, 256-row tiles on 8 warps 32-79, 4 stages no better.
+- M 128 (x padded to 128, so 65-128 rows cost about the same): int4 62.1 / 62.4 / 56.5
+  (0.64 / 0.57 / 0.69x; the prefill kernel 103.7 / 70.3 / 218.8, dequantize + cuBLAS 90.7 /
+  79.7 / 83.9), int8 256-row column tiles at 4 stages 51.4 / 51.0 / 47.0 (0.76 / 0.69 /
+  0.83x; prefill 72.8 / 53.0 / 122.7), fp8 48.9 / 47.7 / 43.9 (0.81 / 0.75 / 0.89x; prefill
+  69.5 / 48.4 / 117.5). Slower: int4 256-row column tiles (115-128: 128 x 256 float32 sums
+  on 8 warps), 4 warps (180-186), 256-code steps (68-76); 8-bit 128-code steps, 32-code
+  steps, 128-row column tiles, 2 an SM.
+- M 256 (int8 / e4m3): int8 82.2 / 75.3 / 73.5 (0.70 / 0.68 / 0.76x; prefill 110.9 / 104.2 /
+  126.3, dequantize + cuBLAS 116.6 / 102.8 / 99.5), fp8 80.3 / 73.1 / 70.8 (0.71 / 0.70 /
+  0.80x; prefill 97.4 / 99.1 / 122.6). int4 at 256 rows took 131-305 (dequantize + cuBLAS:
+  92-112): the dispatch sends int4's 129-256 rows there instead.
+So past 64 rows the kernel does its math at 240-280 TFLOP/s for int4 at 128 rows, 320-350
+for the 8-bit codes at 128 and 410-430 at 256, where bf16's cuBLAS runs 420-600 (each step's
+dequantized weights go through shared memory to the MMA): faster than every other kernel
+here, not yet than bf16 (bench/NOTES.md, session 45).
 Stream-K (SK) stays with 16 rows, where it was timed. Only sm90 was timed, so only sm90
 (and the interpreter, which tests them) takes them: :func:`max_rows`."""
 
 
 def rows_tile(wfmt: WeightFormat, m: int) -> dict:
-    """ROWS_TILE's overrides for ``m`` rows (none up to 16, nor for other formats)."""
+    """ROWS_TILE's overrides for ``m`` rows: its smallest padding that holds them (none up to
+    16, nor for other formats, nor past the format's largest)."""
     if m <= 16 or wfmt not in ROWS_TILE:
         return {}
-    return ROWS_TILE[wfmt][32 if m <= 32 else 64]
+    return next((t for rows, t in sorted(ROWS_TILE[wfmt].items()) if m <= rows), {})
 
 
 def max_rows(wfmt: WeightFormat, device: torch.device) -> int:
-    """The most rows of x decode_mma takes for ``wfmt`` on ``device``: 64 where ROWS_TILE
-    has the format and the device was timed (NVIDIA sm90; the interpreter's CPU tensors),
-    else 16."""
+    """The most rows of x decode_mma takes for ``wfmt`` on ``device``: ROWS_TILE's largest
+    padding (128 for int4, 256 for int8 / e4m3) where the device was timed (NVIDIA sm90; the
+    interpreter's CPU tensors), else 16."""
     if wfmt not in ROWS_TILE:
         return 16
+    most = max(ROWS_TILE[wfmt])
     if device.type != "cuda":  # (CPU tensors: the interpreter's, else no kernel runs)
-        return 64 if INTERPRET else 16
-    return 64 if _sm90(device.index if device.index is not None else -1) else 16
+        return most if INTERPRET else 16
+    return most if _sm90(device.index if device.index is not None else -1) else 16
 
 
 @functools.cache

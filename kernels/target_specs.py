@@ -27,6 +27,9 @@ class Spec:
     """Shared memory (bytes) the kernel may use at most (a streaming kernel's budget)."""
     maxnreg: int | None = None
     """NVIDIA: registers a thread may use at most (the launch option; None: the compiler's)."""
+    spill_budget: int = 0
+    """Bytes the compiler may spill (a tile timed faster with its spills than the tiles
+    without; the spec says where) before tests/kernels/test_targets.py calls it a regression."""
 
 
 def split_tail(fused: bool = True) -> int:

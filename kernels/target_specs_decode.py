@@ -106,8 +106,9 @@ def _fp6_row() -> dict[str, Any]:
 
 
 def _rows(name: str, wfmt: int, gs: int, target: str, rows: int, tiled: bool = False) -> Spec:
-    """decode_mma at decode_mma.ROWS_TILE's tile for 32 or 64 rows of x (weight-only past 16
-    rows, served on sm90), launched with PDL where the target has it, as shipped."""
+    """decode_mma at decode_mma.ROWS_TILE's tile for ``rows`` (32 to 256) rows of x
+    (weight-only past 16 rows, served on sm90), launched with PDL where the target has it,
+    as shipped."""
     from aoq.kernels._common import WeightFormat
     from aoq.kernels.decode_mma import ROWS_TILE, TILE
 
@@ -116,12 +117,26 @@ def _rows(name: str, wfmt: int, gs: int, target: str, rows: int, tiled: bool = F
     step = tile.get("STEP_K", base["STEP_K"])
     spec = decode_mma(name, wfmt, gs, step, target, rows, tiled=tiled, PDL=target in PDL_TARGETS,
                       **over)  # fmt: skip
-    return dataclasses.replace(spec, warps=tile.get("num_warps", base["num_warps"]))
+    return dataclasses.replace(
+        spec,
+        warps=tile.get("num_warps", base["num_warps"]),
+        stages=tile.get("num_stages", base["num_stages"]),
+        spill_budget=ROWS_SPILLS.get((wfmt, rows), 0),
+    )
+
+
+ROWS_SPILLS = {(1, 128): 512}
+"""(WFMT, rows): bytes ROWS_TILE's tile may spill. int4 at 128 rows (sm90: 255 registers, 352
+bytes; each group's float32 product tile beside the sums) ran 55-64 µs on an H200, where the
+64-row column tiles that do not spill (234 registers) ran 62-74 (bench/NOTES.md, session 45)."""
 
 
 def decode_mma_specs(target: str) -> list[Spec]:
     """decode_mma at each weight format it serves on ``target``, with the 8-row, fp16 and PDL
     variants."""
+    from aoq.kernels._common import WeightFormat
+    from aoq.kernels.decode_mma import ROWS_TILE
+
     return [
         decode_mma("int4wo.decode_mma", 1, 128, 128, target),
         # codes in tile_uint4's order, zero points as pack_zero_words (decode_mma.TILED_TILE)
@@ -185,7 +200,7 @@ def decode_mma_specs(target: str) -> list[Spec]:
             + [decode_mma("mxwo_fp6_e3m2.decode_mma_m8", 6, 32, 128, target, 8)]
             + [decode_mma("mx_int8.decode_mma_m8", 10, 32, 128, target, 8)]
             + [_xmx_m8(target)]
-            # weight-only past 16 rows (decode_mma.ROWS_TILE): x padded to 32 and 64 rows
+            # weight-only past 16 rows (decode_mma.ROWS_TILE): x padded to 32-256 rows
             + [
                 _rows(
                     f"{f}.decode_mma{'_tiled' if f == 'int4wo' else ''}_m{rows}",
@@ -196,7 +211,7 @@ def decode_mma_specs(target: str) -> list[Spec]:
                     tiled=f == "int4wo",
                 )
                 for f, w, gs in (("int4wo", 1, 128), ("int8wo", 0, 16), ("fp8wo", 2, 16))
-                for rows in (32, 64)
+                for rows in ROWS_TILE[WeightFormat(w)]
             ]
             if target.startswith("sm")
             else []

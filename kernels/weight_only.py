@@ -216,7 +216,7 @@ def decodes(
     tiled: bool = False,
 ) -> bool:
     """Whether the decode strategy serves these x rows: up to 16, and past that where
-    decode_mma takes them (decode_mma_tiles.max_rows: 64 on sm90); else the prefill kernel.
+    decode_mma takes them (decode_mma_tiles.max_rows: 128 or 256 on sm90); else the prefill kernel.
     Asked by the dispatch's check too, so it refuses what the launcher would reject."""
     if x.shape[0] <= 16:
         return True

@@ -178,28 +178,34 @@ def test_selection_asks_the_row_of_the_input_dtype(monkeypatch):
 
 
 def test_weight_only_past_sixteen_rows_decodes_on_sm90_only():
-    """17-64 rows of bf16 / fp16 x: the decode kernel first on sm90 (its ROWS_TILE was timed
-    there), the prefill kernel behind it; every other arch and float32 x keep the prefill
-    kernel as the intended one, so strict mode raises nowhere it did not."""
+    """17-128 rows (int4) or 17-256 (int8, e4m3) of bf16 / fp16 x: the decode kernel first on
+    sm90 (its ROWS_TILE was timed there), the prefill kernel behind it; int4 past 128 rows
+    dequantize + cuBLAS. Every other arch and float32 x keep the prefill kernel as the
+    intended one, so strict mode raises nowhere it did not."""
     sm90 = dispatch.Platform(dispatch.Backend.CUDA, "sm90")
-    for fam, scheme in (("int4wo", dispatch.Scheme.INT4_WEIGHT_ONLY),
-                        ("int8wo", dispatch.Scheme.INT8_WEIGHT_ONLY),
-                        ("fp8wo", dispatch.Scheme.FP8_WEIGHT_ONLY)):  # fmt: skip
+    for fam, scheme, most in (("int4wo", dispatch.Scheme.INT4_WEIGHT_ONLY, 128),
+                              ("int8wo", dispatch.Scheme.INT8_WEIGHT_ONLY, 256),
+                              ("fp8wo", dispatch.Scheme.FP8_WEIGHT_ONLY, 256)):  # fmt: skip
+        assert dispatch.DECODE_ROWS_MAX_M[scheme] == most
         both = (f"triton.{fam}.decode", f"triton.{fam}.prefill")
+        blas = (f"cublas.{fam}.dequant_mm",)
         for dtype in (torch.bfloat16, torch.float16, None):
             assert dispatch.candidates(scheme, sm90, 16, dtype) == (f"triton.{fam}.decode",)
             assert dispatch.candidates(scheme, sm90, 17, dtype) == both
-            assert dispatch.candidates(scheme, sm90, 64, dtype) == both
-            assert dispatch.candidates(scheme, sm90, 65, dtype) == (f"triton.{fam}.prefill",)
-            assert dispatch.candidates(scheme, sm90, 257, dtype) == (f"cublas.{fam}.dequant_mm",)
+            assert dispatch.candidates(scheme, sm90, most, dtype) == both
+            assert dispatch.candidates(scheme, sm90, most + 1, dtype) == blas
+            assert dispatch.candidates(scheme, sm90, 257, dtype) == blas
         assert dispatch.candidates(scheme, sm90, 32, torch.float32) == (f"triton.{fam}.prefill",)
+        assert dispatch.candidates(scheme, sm90, 129, torch.float32) == (f"triton.{fam}.prefill",)
+        assert dispatch.band_edges(scheme) == sorted({16, most, 256})
         for plat in (dispatch.Platform(dispatch.Backend.CUDA, "sm100"),
                      dispatch.Platform(dispatch.Backend.CUDA, "sm89"),
                      dispatch.Platform(dispatch.Backend.ROCM, "gfx942")):  # fmt: skip
             assert dispatch.candidates(scheme, plat, 32, torch.bfloat16) == (
                 f"triton.{fam}.prefill",
             )
-    assert "cuda sm90 M17-64 triton.int4wo.decode, triton.int4wo.prefill" in dispatch.describe()
+    assert "cuda sm90 M17-128 triton.int4wo.decode, triton.int4wo.prefill" in dispatch.describe()
+    assert "cuda sm90 M>128  cublas.int4wo.dequant_mm" in dispatch.describe()
     for bands in dispatch.ARCH_BY_M.values():
         for _, row in bands:
             assert all(n in dispatch._IMPLS for n in row)

@@ -26,12 +26,12 @@ def test_gpu_matrix_is_every_config_at_every_llm_shape():
     cells = [c for c in cases.linear_cases("cuda", quick=False) if c.side == "aoq"]
     ids = config_ids(inference_configs())
     bf16 = [c for c in cells if c.dtype_name == "bf16"]
-    assert {c.shape.m for c in bf16} == {1, 4, 16, 64, 2048, 4096}
+    assert {c.shape.m for c in bf16} == {1, 4, 16, 64, 128, 2048, 4096}
     assert {(c.shape.k, c.shape.n) for c in bf16} == set(cases.GPU_KN)
     goal = {(8192, 8192), (4096, 14336), (14336, 4096)}  # issue 3's: run before the others
     first_other = next(i for i, c in enumerate(bf16) if (c.shape.k, c.shape.n) not in goal)
     assert all((c.shape.k, c.shape.n) not in goal for c in bf16[first_other:])
-    assert len(bf16) == len(ids) * 24
+    assert len(bf16) == len(ids) * 28  # 4 K x N, 7 M
     others = [c for c in cells if c.dtype_name != "bf16"]
     assert {c.dtype_name for c in others} == {"fp16", "fp32"}
     assert {c.shape for c in others} == set(cases.OTHER_DTYPE_SHAPES)

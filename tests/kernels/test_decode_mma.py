@@ -332,12 +332,17 @@ def test_serves_only_what_it_computes():
     q, _, _ = _int4(8, 256, 128)
     assert dm.serves(x, q, 2, WeightFormat.UINT4)
     assert not dm.serves(x.float(), q, 2, WeightFormat.UINT4)  # no float32 activations
-    x17, x65 = (torch.zeros(m, 256, dtype=torch.bfloat16, device=DEV) for m in (17, 65))
-    # past 16 rows: int4 / int8 / e4m3 weight-only only, to 64 rows where timed (sm90, and
-    # the interpreter that tests them: decode_mma_tiles.max_rows)
-    wide = dm.max_rows(WeightFormat.UINT4, x.device) == 64
+    x17, x129, x257 = (torch.zeros(m, 256, dtype=torch.bfloat16, device=DEV)
+                       for m in (17, 129, 257))  # fmt: skip
+    # past 16 rows: int4 / int8 / e4m3 weight-only only, to 128 rows (int4) or 256 where
+    # timed (sm90, and the interpreter that tests them: decode_mma_tiles.max_rows)
+    wide = dm.max_rows(WeightFormat.UINT4, x.device) == 128
+    assert dm.max_rows(WeightFormat.INT8, x.device) == (256 if wide else 16)
     assert dm.serves(x17, q, 2, WeightFormat.UINT4) == wide
-    assert not dm.serves(x65, q, 2, WeightFormat.UINT4)
+    assert not dm.serves(x129, q, 2, WeightFormat.UINT4)
+    q8w = torch.zeros(8, 256, dtype=torch.int8, device=DEV)
+    assert dm.serves(x129, q8w, 1, WeightFormat.INT8) == wide
+    assert not dm.serves(x257, q8w, 1, WeightFormat.INT8)
     assert not dm.serves(x17.to(torch.int8), q, 2, WeightFormat.INT4_SYM)  # W4A8: 16 rows
     assert not dm.serves(x, q, 16, WeightFormat.UINT4)  # groups of 16
     q8 = torch.zeros(8, 256, dtype=torch.int8, device=DEV)
@@ -418,15 +423,18 @@ def test_rows_must_hold_x():
         dm.decode_mma(*args[:5], y, *args[5:], None, tile={"ROWS": 64})
 
 
-@pytest.mark.parametrize("m", [17, 32, 40, 64])
+@pytest.mark.parametrize("m", [17, 32, 40, 64, 100, 200])
 @pytest.mark.parametrize("split", [1, 3])
 @pytest.mark.parametrize("fmt", ["int4", "int8", "fp8"])
 def test_rows_past_sixteen_are_sixteen_row_launches(m, split, fmt):
-    """17-64 rows take ROWS_TILE's tile (x padded to 32 or 64, wider column tiles; 33-64 rows
-    with x as the MMA's A operand): each 16-row slice of the output is what a 16-row launch
-    of that slice gives, up to float32 summation order (other tiles, the same K ranges)."""
-    if m > dm.max_rows(WeightFormat.UINT4, torch.device(DEV)):
-        pytest.skip("this GPU takes at most 16 rows (decode_mma_tiles.max_rows)")
+    """17-256 rows take ROWS_TILE's tile (x padded to 32, 64, 128 or 256, wider column tiles;
+    past 32 rows with x as the MMA's A operand): each 16-row slice of the output is what a
+    16-row launch of that slice gives, up to float32 summation order (other tiles, the same
+    K ranges)."""
+    wfmt = {"int4": WeightFormat.UINT4, "int8": WeightFormat.INT8, "fp8": WeightFormat.FP8}[fmt]
+    if m > dm.max_rows(wfmt, torch.device(DEV)):
+        pytest.skip(f"{fmt}: this device takes at most {dm.max_rows(wfmt, torch.device(DEV))} "
+                    "rows (decode_mma_tiles.max_rows)")  # fmt: skip
     args, extra = _eight_row_case(fmt, m)
     y = torch.empty(m, args[1].shape[0], dtype=OUT, device=DEV)
     assert dm.serves(args[0], args[1], args[5], args[6], args[2], args[3])
@@ -454,7 +462,7 @@ def test_aligned_group_codes_are_the_same_bits(m, split, fmt):
 
 
 def test_weight_only_decode_takes_past_sixteen_rows_where_decode_mma_does(monkeypatch):
-    """The weight-only launcher's decode strategy at 17-64 rows runs decode_mma where it
+    """The weight-only launcher's decode strategy at 17-256 rows runs decode_mma where it
     serves them, else the prefill kernel; the dispatch's decode check names why it refuses
     (float32 x)."""
     from torch import nn
@@ -468,13 +476,13 @@ def test_weight_only_decode_takes_past_sixteen_rows_where_decode_mma_does(monkey
     real = dm.decode_mma
     monkeypatch.setattr(dm, "decode_mma", lambda *a, **kw: ran.append(a[0].shape) or real(*a, **kw))
     want = wo.weight_only_mm(torch.randn(1, k), q.cpu(), s.cpu(), None, None, 0)  # (warm)
-    for x in (torch.randn(32, k, device=DEV), torch.randn(64, k, device=DEV)):
+    for x in (torch.randn(m, k, device=DEV) for m in (32, 64, 256)):
         x = x.to(torch.bfloat16)
         want = wo.weight_only_mm(x.cpu(), q.cpu(), s.cpu(), None, None, 0).float()
         got = wo.weight_only_mm_triton(x, q, s, None, None, 0).float().cpu()
         assert max_rel_error(want, got) < 4e-3
-    wide = dm.max_rows(WeightFormat.INT8, torch.device(DEV)) == 64
-    assert ran == ([(32, k), (64, k)] if wide else [])
+    wide = dm.max_rows(WeightFormat.INT8, torch.device(DEV)) == 256
+    assert ran == ([(32, k), (64, k), (256, k)] if wide else [])
     lin = aoq.quantize_(nn.Linear(k, n, device=DEV), aoq.Int8WeightOnlyConfig())
     xb = torch.randn(32, k, device=DEV, dtype=torch.bfloat16)
     assert (tlin._wo_decode_check(xb, lin.weight, None) is None) == wide

@@ -16,7 +16,7 @@ def test_every_kernel_compiles_with_matrix_instructions(target):
         status, reason = targets._status(spec, target, row)
         assert status in ("pass", "xfail"), (spec.name, reason)
         if status == "pass":
-            assert row["spills"] == 0, (spec.name, row)
+            assert row["spills"] <= spec.spill_budget, (spec.name, row)
 
 
 def test_expected_impossibility_is_recorded():
