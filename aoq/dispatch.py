@@ -35,6 +35,7 @@ from aoq.dispatch_table import (  # noqa: F401 (dispatch's API: the table lives 
     PREFILL_TRITON_MAX_M,
     TABLE,
     VARIANT_BY_M,
+    W4A8_ROWS_MAX_M,
     Bands,
     Scheme,
     band_edges,

@@ -85,6 +85,8 @@ DECODE_ROWS_MAX_M = {
 }
 """Weight-only on sm90: the decode kernel up to this many rows (kernels/decode_mma_tiles
 .ROWS_TILE's largest padding), where it takes them."""
+W4A8_ROWS_MAX_M = 64
+"""W4A8 on sm90: the decode kernel up to this many rows, where it takes them."""
 PREFILL_TRITON_MAX_M = 256
 
 
@@ -127,6 +129,16 @@ def _gpu_rows() -> None:
             (PREFILL_TRITON_MAX_M, ("triton.w4a8.prefill",)),
             (M_ANY, (f"{blas}.w4a8.dequant_mm",)),
         )
+        # sm90: the decode kernel (decode_mma at 32 / 64 rows: decode_mma_tiles.ROWS_TILE) to
+        # 64 rows, 3.2-9.4x the prefill kernel's speed at 32 rows on an H200 and 2.2-6.7x at
+        # 64; past that dequantize + cuBLAS, 1.2-2.6x the prefill kernel at 128-256 rows
+        # (bench/NOTES.md, session 45)
+        if backend is Backend.CUDA:
+            ARCH_BY_M[(Scheme.INT8_INT4, backend, "sm90")] = (
+                (DECODE_MAX_M, ("triton.w4a8.decode",)),
+                (W4A8_ROWS_MAX_M, ("triton.w4a8.decode", "triton.w4a8.prefill")),
+                (M_ANY, (f"{blas}.w4a8.dequant_mm",)),
+            )
         # ...but not for float32 activations: their BLAS matmul runs at the float32 rate
         # (51 TFLOP/s on an H200), 3x slower than the int8 kernel (run 191da5: 1.6 vs 0.53 ms
         # at M=2048, K=N=4096, flagged by `reports compare` against bbd8a5)

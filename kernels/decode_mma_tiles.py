@@ -172,14 +172,16 @@ ROWS_TILE = {
                              "WT": False, "per_sm": 1},
                        256: {"ROWS": 256, "BLOCK_N": 128, "STEP_K": 64, "num_warps": 8,
                              "WT": False, "per_sm": 1}},
+    WeightFormat.INT4_SYM: {32: {"ROWS": 32, "BLOCK_N": 128, "per_sm": 4},
+                            64: {"ROWS": 64, "per_sm": 4}},
 }  # fmt: skip
-"""Weight-only decode past 16 rows (x padded to the smallest key that holds its rows: 32, 64,
-128, and for int8 / e4m3 256), on top of TILE: the decode kernel's split-K over K keeps every
-SM busy, where the prefill kernel's [BLOCK_M, BLOCK_N] tiles over all of K give too few
-programs (64-128 at 8192^2). Each x step is read by every column tile, so the wider x gets,
-the more rows a tile takes: at 64 rows x outweighs the codes 4 to 1 at 64 rows a tile, hence
-128 rows on 4 warps with x as the MMA's A operand (WT off; the weights' side would pick
-wgmma, see decode_mma's WT check), and 128-256 on 8 warps past 64 rows. H200 graph replays
+"""Weight-only and W4A8 decode past 16 rows (x padded to the smallest key that holds its rows:
+32, 64, 128 (not W4A8), and for int8 / e4m3 256), on top of TILE: the decode kernel's split-K
+over K keeps every SM busy, where the prefill kernel's [BLOCK_M, BLOCK_N] tiles over all of K
+give too few programs (64-128 at 8192^2). Each x step is read by every column tile, so the
+wider x gets, the more rows a tile takes: at 64 rows x outweighs the codes 4 to 1 at 64 rows a
+tile, hence 128 rows on 4 warps with x as the MMA's A operand (WT off; the weights' side would
+pick wgmma, see decode_mma's WT check), and 128-256 on 8 warps past 64 rows. H200 graph replays
 over 8 copies, µs at 8192^2 / 4096 x 14336 / 14336 x 4096 against bf16 F.linear
 (bench/NOTES.md, sessions 44 and 45):
 - M 32: int4 23.1 / 22.8 / 20.8 (1.47 / 1.38 / 1.59x; the prefill kernel it replaces 103.7
@@ -206,6 +208,14 @@ So past 64 rows the kernel does its math at 240-280 TFLOP/s for int4 at 128 rows
 for the 8-bit codes at 128 and 410-430 at 256, where bf16's cuBLAS runs 420-600 (each step's
 dequantized weights go through shared memory to the MMA): faster than every other kernel
 here, not yet than bf16 (bench/NOTES.md, session 45).
+- W4A8 (INT4_SYM, int8 x codes; the integer MMA where x is symmetric): M 32 at 128-row
+  column tiles 27.4 / 26.9 / 25.3 µs (1.25 / 1.23 / 1.33x; the prefill kernel it replaces
+  136.0 / 85.6 / 238.7, the generic decode kernel 88.2 / 80.3 / 124.3; TILE's 64-row tiles
+  30.4 / 29.8 / 27.1), M 64 at TILE's tile 39.7 / 39.6 / 35.6 (0.91 / 0.82 / 1.00x; prefill
+  135.4 / 87.8 / 239.1, dequantize + cuBLAS 97.4 / 85.8 / 90.8; x as the A operand on 4
+  warps 52-58, without the integer MMA 50-56). At 128 rows 120-198 µs, against dequantize
+  + cuBLAS's 86-100: the dispatch sends W4A8's 65+ rows there on sm90. The activation
+  kernel's time is in each.
 Stream-K (SK) stays with 16 rows, where it was timed. Only sm90 was timed, so only sm90
 (and the interpreter, which tests them) takes them: :func:`max_rows`."""
 

@@ -105,7 +105,9 @@ def _fp6_row() -> dict[str, Any]:
     return one_row_constexprs("fp6_e2m3", "rceil", False, False)
 
 
-def _rows(name: str, wfmt: int, gs: int, target: str, rows: int, tiled: bool = False) -> Spec:
+def _rows(
+    name: str, wfmt: int, gs: int, target: str, rows: int, tiled: bool = False, **extra: Any
+) -> Spec:
     """decode_mma at decode_mma.ROWS_TILE's tile for ``rows`` (32 to 256) rows of x
     (weight-only past 16 rows, served on sm90), launched with PDL where the target has it,
     as shipped."""
@@ -116,7 +118,7 @@ def _rows(name: str, wfmt: int, gs: int, target: str, rows: int, tiled: bool = F
     over = {"BLOCK_N": tile.get("BLOCK_N", base["BLOCK_N"]), "WT": tile.get("WT", base["WT"])}
     step = tile.get("STEP_K", base["STEP_K"])
     spec = decode_mma(name, wfmt, gs, step, target, rows, tiled=tiled, PDL=target in PDL_TARGETS,
-                      **over)  # fmt: skip
+                      **over, **extra)  # fmt: skip
     return dataclasses.replace(
         spec,
         warps=tile.get("num_warps", base["num_warps"]),
@@ -212,6 +214,11 @@ def decode_mma_specs(target: str) -> list[Spec]:
                 )
                 for f, w, gs in (("int4wo", 1, 128), ("int8wo", 0, 16), ("fp8wo", 2, 16))
                 for rows in ROWS_TILE[WeightFormat(w)]
+            ]
+            # ...and W4A8's (symmetric x: the integer MMA)
+            + [
+                _rows(f"w4a8.decode_mma_imma_m{rows}", 3, 32, target, rows, XZ=False, IMMA=True)
+                for rows in ROWS_TILE[WeightFormat.INT4_SYM]
             ]
             if target.startswith("sm")
             else []

@@ -204,6 +204,15 @@ def test_weight_only_past_sixteen_rows_decodes_on_sm90_only():
             assert dispatch.candidates(scheme, plat, 32, torch.bfloat16) == (
                 f"triton.{fam}.prefill",
             )
+    w4a8 = dispatch.Scheme.INT8_INT4
+    assert dispatch.candidates(w4a8, sm90, 64, torch.bfloat16) == (
+        "triton.w4a8.decode",
+        "triton.w4a8.prefill",
+    )
+    assert dispatch.candidates(w4a8, sm90, 65, torch.bfloat16) == ("cublas.w4a8.dequant_mm",)
+    assert dispatch.candidates(w4a8, sm90, 65, torch.float32) == ("triton.w4a8.prefill",)
+    sm89 = dispatch.Platform(dispatch.Backend.CUDA, "sm89")
+    assert dispatch.candidates(w4a8, sm89, 32, torch.bfloat16) == ("triton.w4a8.prefill",)
     assert "cuda sm90 M17-128 triton.int4wo.decode, triton.int4wo.prefill" in dispatch.describe()
     assert "cuda sm90 M>128  cublas.int4wo.dequant_mm" in dispatch.describe()
     for bands in dispatch.ARCH_BY_M.values():

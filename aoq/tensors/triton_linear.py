@@ -25,7 +25,7 @@ import torch.nn.functional as F
 
 from aoq.backends import Backend, platform_of
 from aoq.dispatch import kernel
-from aoq.tensors.activation import split_bias
+from aoq.tensors.activation import Int32Bias, split_bias
 from aoq.tensors.base import ActQuant
 from aoq.tensors.float8 import Float8Tensor
 from aoq.tensors.int4 import Int4Tensor
@@ -293,8 +293,20 @@ def _w4a8_decode_scale(xq: torch.Tensor, w: Any, bias_int: Any) -> torch.Tensor:
     return gm[0] if gm is not None else w.scale
 
 
+def _int_act_decode_check(x: torch.Tensor, w: Any, bias: Any) -> str | None:
+    """_int_act_check, and past 16 rows of W4A8 that decode_mma takes them (int_act_mm)."""
+    why = _int_act_check(x, w, bias)
+    m = x.shape[0] if x.dim() == 2 else 0
+    if why is None and m > 16 and isinstance(w, Int4Tensor):
+        most = _k.decode_mma.max_rows(_k._common.WeightFormat.INT4_SYM, x.device)
+        int_bias = isinstance(bias, Int32Bias) and w.act is ActQuant.INT8_STATIC
+        if m > most or w.group_size > 256 or int_bias:
+            why = f"{m} rows: past 16 rows W4A8's decode kernel takes {most} with no int32 bias"
+    return why
+
+
 for _fam in ("w8a8", "w4a8"):
-    kernel(f"triton.{_fam}.decode", _int_act_check)(_int_act(0))
+    kernel(f"triton.{_fam}.decode", _int_act_decode_check)(_int_act(0))
     kernel(f"triton.{_fam}.prefill", _int_act_check)(_int_act(1))
 
 

@@ -343,7 +343,9 @@ def test_serves_only_what_it_computes():
     q8w = torch.zeros(8, 256, dtype=torch.int8, device=DEV)
     assert dm.serves(x129, q8w, 1, WeightFormat.INT8) == wide
     assert not dm.serves(x257, q8w, 1, WeightFormat.INT8)
-    assert not dm.serves(x17.to(torch.int8), q, 2, WeightFormat.INT4_SYM)  # W4A8: 16 rows
+    x65 = torch.zeros(65, 256, dtype=torch.int8, device=DEV)
+    assert dm.serves(x17.to(torch.int8), q, 2, WeightFormat.INT4_SYM) == wide  # W4A8: 64 rows
+    assert not dm.serves(x65, q, 2, WeightFormat.INT4_SYM)
     assert not dm.serves(x, q, 16, WeightFormat.UINT4)  # groups of 16
     q8 = torch.zeros(8, 256, dtype=torch.int8, device=DEV)
     assert not dm.serves(x, q8, 2, WeightFormat.INT8)  # groupwise int8
@@ -425,24 +427,27 @@ def test_rows_must_hold_x():
 
 @pytest.mark.parametrize("m", [17, 32, 40, 64, 100, 200])
 @pytest.mark.parametrize("split", [1, 3])
-@pytest.mark.parametrize("fmt", ["int4", "int8", "fp8"])
+@pytest.mark.parametrize("fmt", ["int4", "int8", "fp8", "w4a8", "w4a8-asym"])
 def test_rows_past_sixteen_are_sixteen_row_launches(m, split, fmt):
     """17-256 rows take ROWS_TILE's tile (x padded to 32, 64, 128 or 256, wider column tiles;
     past 32 rows with x as the MMA's A operand): each 16-row slice of the output is what a
     16-row launch of that slice gives, up to float32 summation order (other tiles, the same
     K ranges)."""
-    wfmt = {"int4": WeightFormat.UINT4, "int8": WeightFormat.INT8, "fp8": WeightFormat.FP8}[fmt]
+    wfmt = {"int4": WeightFormat.UINT4, "int8": WeightFormat.INT8, "fp8": WeightFormat.FP8}
+    wfmt = wfmt.get(fmt, WeightFormat.INT4_SYM)
     if m > dm.max_rows(wfmt, torch.device(DEV)):
         pytest.skip(f"{fmt}: this device takes at most {dm.max_rows(wfmt, torch.device(DEV))} "
                     "rows (decode_mma_tiles.max_rows)")  # fmt: skip
     args, extra = _eight_row_case(fmt, m)
-    y = torch.empty(m, args[1].shape[0], dtype=OUT, device=DEV)
+    out = torch.float32 if fmt.startswith("w4a8") else OUT
+    y = torch.empty(m, args[1].shape[0], dtype=out, device=DEV)
     assert dm.serves(args[0], args[1], args[5], args[6], args[2], args[3])
     dm.decode_mma(*args[:5], y, *args[5:], split, **extra)
     for lo in range(0, m, 16):
         xs = args[0][lo : lo + 16].contiguous()
-        want = torch.empty(xs.shape[0], args[1].shape[0], dtype=OUT, device=DEV)
-        dm.decode_mma(xs, *args[1:5], want, *args[5:], split, **extra)
+        want = torch.empty(xs.shape[0], args[1].shape[0], dtype=out, device=DEV)
+        sub = {k: v[lo : lo + 16] if v is not None else None for k, v in extra.items()}
+        dm.decode_mma(xs, *args[1:5], want, *args[5:], split, **sub)
         assert max_rel_error(want.float(), y[lo : lo + 16].float()) < 4e-3, lo
 
 
@@ -488,3 +493,21 @@ def test_weight_only_decode_takes_past_sixteen_rows_where_decode_mma_does(monkey
     assert (tlin._wo_decode_check(xb, lin.weight, None) is None) == wide
     why = tlin._wo_decode_check(xb.float(), lin.weight, None)
     assert why is not None and "32 rows of torch.float32" in why
+
+
+def test_w4a8_decode_check_past_sixteen_rows():
+    """The dispatch's W4A8 decode check: past 16 rows only where decode_mma takes them (its
+    max_rows: 64 on sm90 and the interpreter), and it says why it refuses."""
+    from torch import nn
+
+    import aoq
+    from aoq.tensors import triton_linear as tlin
+
+    lin = aoq.quantize_(nn.Linear(256, 64, device=DEV), aoq.Int8DynamicActivationInt4WeightConfig())
+    most = dm.max_rows(WeightFormat.INT4_SYM, torch.device(DEV))
+    for m in (16, 32, 64, 65):
+        x = torch.randn(m, 256, device=DEV, dtype=torch.bfloat16)
+        why = tlin._int_act_decode_check(x, lin.weight, None)
+        assert (why is None) == (m <= max(16, most)), (m, why)
+        if why is not None:
+            assert f"{m} rows" in why and f"takes {most}" in why
