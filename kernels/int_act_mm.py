@@ -363,7 +363,9 @@ def _int_act(
     def grid(meta: dict) -> tuple[int, int, int]:
         return (triton.cdiv(n, meta["BLOCK_N"]), triton.cdiv(m, meta["BLOCK_M"]), 1)
 
-    launch(_tuned(Strategy(strategy), xq.device, 0 if per_channel else gs), grid,
+    # W4A8 past 16 rows decodes on decode_mma (above); what it leaves takes the prefill tiles
+    tiles = Strategy.PREFILL if m > 16 and int4 else Strategy(strategy)
+    launch(_tuned(tiles, xq.device, 0 if per_channel else gs), grid,
         *args, y, y, y, m, n, k, groups, k, xq.stride(0), wq.stride(0), y.stride(0),
         m_bucket(m), SPLIT_K=1, TAIL=0, **flags,
     )  # fmt: skip

@@ -1,17 +1,15 @@
 """The GPU (CUDA, ROCm) and interpreter kernel entries of every inference scheme (the MX and
 NVFP4 decode entries: triton_linear_mx.py).
 
-Each entry is ``fn(x2d, weight, bias) -> y2d`` registered with ``dispatch.kernel(name, check)``
-and listed in ``dispatch.BY_M``. Names say what runs: ``triton.<family>.decode`` (small M),
-``triton.<family>.prefill`` (Triton tiles), ``cublas|hipblaslt.<family>.dequant_mm`` (a
-Triton dequantize, then torch's BLAS matmul; W4A8 dequantizes its activation codes too),
-``cublas|hipblaslt.fp8.scaled_mm`` (torch._scaled_mm). The canonical checkpoint layouts are
-read as they are: no derived layout.
+Each entry, ``fn(x2d, weight, bias) -> y2d``, is registered with ``dispatch.kernel(name,
+check)`` and listed in the kernel table. Names say what runs: ``triton.<family>.decode`` /
+``.prefill`` (Triton), ``cublas|hipblaslt.<family>.dequant_mm`` (a Triton dequantize, then
+torch's BLAS matmul), ``cublas|hipblaslt.fp8.scaled_mm`` (torch._scaled_mm).
 
-Eagerly, a call goes straight to the Triton launcher (a torch.library op costs microseconds
-of host time per call); under torch.compile it goes through the ``torch.ops.aoq`` op, whose
-fake implementation lets the compiler trace it. On CPU tensors (the interpret backend) the
-launchers run the same kernels through Triton's interpreter.
+Eagerly a call goes straight to the Triton launcher (a torch.library op costs microseconds of
+host time); under torch.compile through the ``torch.ops.aoq`` op, whose fake implementation
+lets the compiler trace it. On CPU tensors (the interpret backend) the launchers run the same
+kernels through Triton's interpreter.
 """
 
 from __future__ import annotations
@@ -25,7 +23,7 @@ import torch.nn.functional as F
 
 from aoq.backends import Backend, platform_of
 from aoq.dispatch import kernel
-from aoq.tensors.activation import Int32Bias, split_bias
+from aoq.tensors.activation import split_bias
 from aoq.tensors.base import ActQuant
 from aoq.tensors.float8 import Float8Tensor
 from aoq.tensors.int4 import Int4Tensor
@@ -149,11 +147,9 @@ def _wo_decode_check(x: torch.Tensor, w: Any, bias: Any) -> str | None:
 def _group_major(
     x: torch.Tensor, w: Any, wfmt: Any
 ) -> tuple[torch.Tensor, torch.Tensor | None] | None:
-    """int4's group-major scales (and weight-only zero points) on CUDA, as views of logical
-    shape [N, G] with strides (1, N), where decode_mma serves x in ``wfmt`` (UINT4:
-    weight-only, INT4_SYM: W4A8); else None. The other kernels read them row-major, and a
-    group-major view would be copied on every call (run 54c02e: fp16 x at 4096^2, 12.2 ->
-    17.0 us)."""
+    """int4's group-major scales (and weight-only zero points) on CUDA, views [N, G] with
+    strides (1, N), where decode_mma serves x in ``wfmt`` (UINT4, or INT4_SYM: W4A8); else
+    None: the other kernels read them row-major (a view would be copied every call, 54c02e)."""
     d = w.derived() if isinstance(w, Int4Tensor) else {}
     if "scale_gm" not in d or x.dim() != 2:
         return None
@@ -227,10 +223,9 @@ def _int_act_check(x: torch.Tensor, w: Any, bias: Any) -> str | None:
 
 
 def _pdl(strategy: int, x: torch.Tensor, w: Any, bias_int: Any = None) -> bool:
-    """The decode kernel starts while the activation kernel runs (programmatic dependent
-    launch, sm90+: at M <= int_act_mm.PDL_ROWS; W4A8 up to GEMV_ROWS, its GEMV's rows, and
-    wherever w4a8_mma serves (groups of 32, no int32 bias), placed as the activation kernel
-    ends where :func:`_late` says; eager and CUDA graphs, not traced)."""
+    """The decode kernel starts while the activation kernel runs (PDL, sm90+, eager and CUDA
+    graphs, not traced): M <= int_act_mm.PDL_ROWS; W4A8 up to its GEMV's rows and wherever
+    w4a8_mma serves (groups of 32, no int32 bias), placed as :func:`_late` says."""
     ia, wm = _k.int_act_mm, _k.w4a8_mma
     most = ia.PDL_ROWS
     if isinstance(w, Int4Tensor):
@@ -283,9 +278,8 @@ def _int_act(strategy: int) -> Callable[..., torch.Tensor]:
 
 
 def _w4a8_decode_scale(xq: torch.Tensor, w: Any, bias_int: Any) -> torch.Tensor:
-    """W4A8's group-major scales where int_act_mm hands the call to the matrix-unit decode
-    (w4a8_mma from int_act_mm.ROWS_MMA_FROM rows up to 16, no int32 bias), else the row-major
-    ones (the GEMV reads either)."""
+    """W4A8's group-major scales where int_act_mm hands the call to the matrix units (no int32
+    bias, from int_act_mm.ROWS_MMA_FROM rows), else row-major (the GEMV reads either)."""
     ia = _k.int_act_mm
     if bias_int is not None or xq.shape[0] < min(ia.ROWS_MMA_FROM, ia.GEMV_ROWS + 1):
         return w.scale
@@ -294,14 +288,14 @@ def _w4a8_decode_scale(xq: torch.Tensor, w: Any, bias_int: Any) -> torch.Tensor:
 
 
 def _int_act_decode_check(x: torch.Tensor, w: Any, bias: Any) -> str | None:
-    """_int_act_check, and past 16 rows of W4A8 that decode_mma takes them (int_act_mm)."""
+    """_int_act_check, and past 16 rows of W4A8 that decode_mma takes them (int_act_mm; an
+    int32 bias, which it leaves, runs on the prefill tiles there)."""
     why = _int_act_check(x, w, bias)
     m = x.shape[0] if x.dim() == 2 else 0
     if why is None and m > 16 and isinstance(w, Int4Tensor):
         most = _k.decode_mma.max_rows(_k._common.WeightFormat.INT4_SYM, x.device)
-        int_bias = isinstance(bias, Int32Bias) and w.act is ActQuant.INT8_STATIC
-        if m > most or w.group_size > 256 or int_bias:
-            why = f"{m} rows: past 16 rows W4A8's decode kernel takes {most} with no int32 bias"
+        if m > most or w.group_size > 256:
+            why = f"{m} rows: past 16 rows W4A8's decode kernel takes {most}, groups <= 256"
     return why
 
 
@@ -311,12 +305,9 @@ for _fam in ("w8a8", "w4a8"):
 
 
 def _w4a8_dequant_mm(x: torch.Tensor, w: Any, bias: Any) -> torch.Tensor:
-    """W4A8 at large M: the activation codes and the weight dequantized exactly in float32
-    and cast once to x's dtype, then torch's matmul. The Triton W4A8 kernel flushes its int32
-    accumulator into float32 every group of 32 along K, which keeps the int8 MMA a small part
-    of each step (0.2x bf16 at M=2048 on an H200, run bbd8a5); here the dequantize passes
-    cost ~M·K + N·K element writes and the GEMM runs at the BLAS rate. The activation's
-    codes never reach memory (kernels/act_qdq.py)."""
+    """W4A8 at large M: activation codes (never in memory: kernels/act_qdq.py) and weight
+    dequantized exactly in float32, cast once to x's dtype, then torch's matmul: ~M·K + N·K
+    writes and the BLAS rate, where the Triton kernel's group flushes ran 0.2x bf16 (bbd8a5)."""
     xd = _call("qdq_int8_act", _k.act_qdq.qdq_int8_act_triton, x, INT_ACT_MODE[w.act],
                w.act_scale)  # fmt: skip
     eight = torch.full(w.scale.shape, 8, dtype=torch.uint8, device=x.device)  # q + 8 codes

@@ -511,3 +511,25 @@ def test_w4a8_decode_check_past_sixteen_rows():
         assert (why is None) == (m <= max(16, most)), (m, why)
         if why is not None:
             assert f"{m} rows" in why and f"takes {most}" in why
+
+
+def test_w4a8_int32_bias_past_sixteen_rows_takes_the_prefill_tiles():
+    """A static W4A8 linear's int32 bias, which decode_mma leaves, past 16 rows: the decode
+    entry passes its check and runs the prefill entry's tiles (int_act_mm), the same bits."""
+    from torch import nn
+
+    import aoq
+    from aoq import dispatch
+    from aoq.tensors import Int32Bias
+
+    cfg = aoq.Int8DynamicActivationInt4WeightConfig(act_scale=0.05)
+    lin = aoq.quantize_(nn.Linear(256, 64, device=DEV), cfg)
+    assert isinstance(lin.bias, Int32Bias)
+    x = torch.randn(32, 256, device=DEV, dtype=torch.bfloat16)
+    decode, prefill = (dispatch._IMPLS[f"triton.w4a8.{s}"] for s in ("decode", "prefill"))
+    if dm.max_rows(WeightFormat.INT4_SYM, x.device) < 32:
+        assert "32 rows" in decode.check(x, lin.weight, lin.bias)
+        return
+    assert decode.check(x, lin.weight, lin.bias) is None
+    y = decode.fn(x, lin.weight, lin.bias)
+    assert torch.equal(y, prefill.fn(x, lin.weight, lin.bias))
