@@ -105,9 +105,9 @@ def _gpu_rows() -> None:
             )
         # sm90, 17-128 rows (int4) or 17-256 (int8, e4m3): the decode kernel (kernels/
         # decode_mma_tiles.ROWS_TILE; on an H200 1.2-9.8x the prefill kernel's speed at 17-64
-        # rows, 1.0-3.9x at 65-256: its [BLOCK_M, BLOCK_N] tiles over all of K leave most SMs
+        # rows, 0.99-4.0x at 65-256: its [BLOCK_M, BLOCK_N] tiles over all of K leave most SMs
         # idle), the prefill kernel a recorded fallback where it refuses; int4 past 128 rows
-        # dequantize + cuBLAS (1.3-2.3x the prefill kernel, which the decode kernel at 256 rows
+        # dequantize + cuBLAS (1.3-2.5x the prefill kernel, which the decode kernel at 256 rows
         # was not: bench/NOTES.md, session 45)
         cuda = BY_M[(scheme, Backend.CUDA)]
         ARCH_BY_M[(scheme, Backend.CUDA, "sm90")] = (
@@ -130,9 +130,9 @@ def _gpu_rows() -> None:
             (M_ANY, (f"{blas}.w4a8.dequant_mm",)),
         )
         # sm90: the decode kernel (decode_mma at 32 / 64 rows: decode_mma_tiles.ROWS_TILE) to
-        # 64 rows, 3.2-9.4x the prefill kernel's speed at 32 rows on an H200 and 2.2-6.7x at
-        # 64; past that dequantize + cuBLAS, 1.2-2.6x the prefill kernel at 128-256 rows
-        # (bench/NOTES.md, session 45)
+        # 64 rows, 3.0-9.6x the prefill kernel's speed at 17-32 rows on an H200 and 1.7-6.2x
+        # at 64 (asymmetric x included); past that dequantize + cuBLAS, 1.3-2.7x the prefill
+        # kernel at 65-256 rows (bench/NOTES.md, session 45)
         if backend is Backend.CUDA:
             ARCH_BY_M[(Scheme.INT8_INT4, backend, "sm90")] = (
                 (DECODE_MAX_M, ("triton.w4a8.decode",)),
