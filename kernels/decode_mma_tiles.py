@@ -198,12 +198,12 @@ over 8 copies, µs at 8192^2 / 4096 x 14336 / 14336 x 4096 against bf16 F.linear
   79.7 / 83.9), int8 256-row column tiles at 4 stages 51.4 / 51.0 / 47.0 (0.76 / 0.69 /
   0.83x; prefill 72.8 / 53.0 / 122.7), fp8 48.9 / 47.7 / 43.9 (0.81 / 0.75 / 0.89x; prefill
   69.5 / 48.4 / 117.5). Slower: int4 256-row column tiles (115-128: 128 x 256 float32 sums
-  on 8 warps), 4 warps (180-186), 256-code steps (68-76); 8-bit 128-code steps, 32-code
+  on 8 warps), 4 warps (163-186), 256-code steps (68-76); 8-bit 128-code steps, 32-code
   steps, 128-row column tiles, 2 an SM.
 - M 256 (int8 / e4m3): int8 82.2 / 75.3 / 73.5 (0.70 / 0.68 / 0.76x; prefill 110.9 / 104.2 /
   126.3, dequantize + cuBLAS 116.6 / 102.8 / 99.5), fp8 80.3 / 73.1 / 70.8 (0.71 / 0.70 /
   0.80x; prefill 97.4 / 99.1 / 122.6). int4 at 256 rows took 131-305 (dequantize + cuBLAS:
-  92-112): the dispatch sends int4's 129-256 rows there instead.
+  84-112): the dispatch sends int4's 129-256 rows there instead.
 So past 64 rows the kernel does its math at 240-280 TFLOP/s for int4 at 128 rows, 320-350
 for the 8-bit codes at 128 and 410-430 at 256, where bf16's cuBLAS runs 420-600 (each step's
 dequantized weights go through shared memory to the MMA): faster than every other kernel
@@ -213,7 +213,7 @@ here, not yet than bf16 (bench/NOTES.md, session 45).
   136.0 / 85.6 / 238.7, the generic decode kernel 88.2 / 80.3 / 124.3; TILE's 64-row tiles
   30.4 / 29.8 / 27.1), M 64 at TILE's tile 39.7 / 39.6 / 35.6 (0.91 / 0.82 / 1.00x; prefill
   135.4 / 87.8 / 239.1, dequantize + cuBLAS 97.4 / 85.8 / 90.8; x as the A operand on 4
-  warps 52-58, without the integer MMA 50-56). At 128 rows 120-198 µs, against dequantize
+  warps 52-58, without the integer MMA 49-56). At 128 rows 120-198 µs, against dequantize
   + cuBLAS's 86-100: the dispatch sends W4A8's 65+ rows there on sm90. The activation
   kernel's time is in each.
 Stream-K (SK) stays with 16 rows, where it was timed. Only sm90 was timed, so only sm90

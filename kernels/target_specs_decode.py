@@ -129,7 +129,7 @@ def _rows(
 
 ROWS_SPILLS = {(1, 128): 512}
 """(WFMT, rows): bytes ROWS_TILE's tile may spill. int4 at 128 rows (sm90: 255 registers, 352
-bytes; each group's float32 product tile beside the sums) ran 55-64 µs on an H200, where the
+bytes; each group's float32 product tile beside the sums) ran 55-65 µs on an H200, where the
 64-row column tiles that do not spill (234 registers) ran 62-74 (bench/NOTES.md, session 45)."""
 
 
