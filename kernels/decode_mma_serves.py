@@ -38,9 +38,9 @@ def serves(
     zero: torch.Tensor | None = None,
     tiled: bool = False,
 ) -> bool:
-    """M <= 16 rows of bf16 activations (int4, int8 and e4m3 weight-only: up to
-    decode_mma_tiles.max_rows, 128 or 256 on sm90; fp16 too for int4, MX, per-channel int8 and e4m3:
-    X_DTYPES; int8 codes for W4A8's symmetric int4), contiguous;
+    """M <= 16 rows of bf16 activations (int4, int8 and e4m3 weight-only and W4A8: up to
+    decode_mma_tiles.max_rows, 64-256 on sm90; fp16 too for int4, MX, per-channel int8 and
+    e4m3: X_DTYPES; int8 codes for W4A8's symmetric int4), contiguous;
     int4 groups of 32..256 (powers of two; aoq.tensors.int4.DECODE_MMA_GROUPS mirrors them);
     per-channel int8 or float8 e4m3fn with K a multiple of 16 (fp8 on CUDA, where its
     conversion is assembly, and the interpreter). int4 scales [N, G] (and zero points, with

@@ -204,10 +204,6 @@ over 8 copies, µs at 8192^2 / 4096 x 14336 / 14336 x 4096 against bf16 F.linear
   126.3, dequantize + cuBLAS 116.6 / 102.8 / 99.5), fp8 80.3 / 73.1 / 70.8 (0.71 / 0.70 /
   0.80x; prefill 97.4 / 99.1 / 122.6). int4 at 256 rows took 131-305 (dequantize + cuBLAS:
   84-112): the dispatch sends int4's 129-256 rows there instead.
-So past 64 rows the kernel does its math at 240-280 TFLOP/s for int4 at 128 rows, 320-350
-for the 8-bit codes at 128 and 410-430 at 256, where bf16's cuBLAS runs 420-600 (each step's
-dequantized weights go through shared memory to the MMA): faster than every other kernel
-here, not yet than bf16 (bench/NOTES.md, session 45).
 - W4A8 (INT4_SYM, int8 x codes; the integer MMA where x is symmetric): M 32 at 128-row
   column tiles 27.4 / 26.9 / 25.3 µs (1.25 / 1.23 / 1.33x; the prefill kernel it replaces
   136.0 / 85.6 / 238.7, the generic decode kernel 88.2 / 80.3 / 124.3; TILE's 64-row tiles
@@ -216,6 +212,10 @@ here, not yet than bf16 (bench/NOTES.md, session 45).
   warps 52-58, without the integer MMA 49-56). At 128 rows 120-198 µs, against dequantize
   + cuBLAS's 86-100: the dispatch sends W4A8's 65+ rows there on sm90. The activation
   kernel's time is in each.
+So past 64 rows the weight-only kernel does its math at 240-280 TFLOP/s for int4 at 128
+rows, 320-350 for the 8-bit codes at 128 and 410-430 at 256, where bf16's cuBLAS runs 420-600
+(each step's dequantized weights go through shared memory to the MMA): faster than every
+other kernel here, not yet than bf16 (bench/NOTES.md, session 45).
 Stream-K (SK) stays with 16 rows, where it was timed. Only sm90 was timed, so only sm90
 (and the interpreter, which tests them) takes them: :func:`max_rows`."""
 
@@ -230,7 +230,7 @@ def rows_tile(wfmt: WeightFormat, m: int) -> dict:
 
 def max_rows(wfmt: WeightFormat, device: torch.device) -> int:
     """The most rows of x decode_mma takes for ``wfmt`` on ``device``: ROWS_TILE's largest
-    padding (128 for int4, 256 for int8 / e4m3) where the device was timed (NVIDIA sm90; the
+    padding (int4 128, int8 / e4m3 256, W4A8 64) where the device was timed (NVIDIA sm90; the
     interpreter's CPU tensors), else 16."""
     if wfmt not in ROWS_TILE:
         return 16
