@@ -334,8 +334,9 @@ def test_serves_only_what_it_computes():
     assert not dm.serves(x.float(), q, 2, WeightFormat.UINT4)  # no float32 activations
     x17, x129, x257 = (torch.zeros(m, 256, dtype=torch.bfloat16, device=DEV)
                        for m in (17, 129, 257))  # fmt: skip
-    # past 16 rows: int4 / int8 / e4m3 weight-only only, to 128 rows (int4) or 256 where
-    # timed (sm90, and the interpreter that tests them: decode_mma_tiles.max_rows)
+    # past 16 rows: int4 / int8 / e4m3 weight-only and W4A8 only, to 128 rows (int4), 256
+    # (int8, e4m3) or 64 (W4A8) where timed (sm90, and the interpreter that tests them:
+    # decode_mma_tiles.max_rows)
     wide = dm.max_rows(WeightFormat.UINT4, x.device) == 128
     assert dm.max_rows(WeightFormat.INT8, x.device) == (256 if wide else 16)
     assert dm.serves(x17, q, 2, WeightFormat.UINT4) == wide
