@@ -76,7 +76,7 @@ kernels-interpret: venv
 		tests/kernels/test_int4_zmma.py tests/kernels/test_w4a8_gemv.py \
 		tests/kernels/test_decode_mma_mx8.py tests/kernels/test_decode_mma_xmx.py \
 		tests/kernels/test_decode_mma_sk.py tests/kernels/test_decode_mma_tma.py \
-		tests/kernels/test_w4a8_mma.py -q
+		tests/kernels/test_w4a8_mma.py tests/kernels/test_mid_rows.py -q
 
 test: lint typecheck unit kernels-interpret
 	$(MAKE) conform QUICK=1 BACKEND=cpu

@@ -7,7 +7,8 @@ bf16 weight per config and shape, then per M times as CUDA-graph replays over th
 the table picks for this GPU, dtype and M) and each kernel named in any of the config's bands
 for this GPU (``dispatch.candidates`` at every band edge), called directly whether or not its
 band holds M. A kernel whose check refuses the call is listed with its reason. Prints µs and
-the speedup over bf16 per kernel, the shipped pick and the fastest; the data for placing the
+the speedup over bf16 per kernel, the shipped pick and the fastest (``--unsplit``: each
+prefill kernel also without kernels/mid_rows.py's K split); the data for placing the
 band edges (bench/NOTES.md, session 44: the prefill kernel read 0.16-0.89x bf16 at 17-64 rows
 on an H200, where the decode kernel now serves). A tuning aid, not the benchmark of record.
 """
@@ -54,8 +55,13 @@ def _quantized(config: Any, wb: list[torch.Tensor]) -> list[Any]:
     return out
 
 
-def sweep_config(config: Any, k: int, n: int, ms: list[int], deadline: float) -> list[dict]:
-    """One config at one K x N: a row per M (µs per kernel, the shipped pick)."""
+def sweep_config(
+    config: Any, k: int, n: int, ms: list[int], deadline: float, unsplit: bool = False
+) -> list[dict]:
+    """One config at one K x N: a row per M (µs per kernel, the shipped pick; ``unsplit``:
+    each prefill kernel also without kernels/mid_rows.py's split, as ``<name>:unsplit``)."""
+    from aoq.kernels import mid_rows
+
     from aoq import dispatch
 
     wb = [torch.randn(n, k, dtype=torch.bfloat16, device="cuda") * k**-0.5 for _ in range(8)]
@@ -84,6 +90,12 @@ def sweep_config(config: Any, k: int, n: int, ms: list[int], deadline: float) ->
                 continue
             calls = [lambda x=x, w=w, f=impl.fn: f(x, w, None) for x, w in zip(xs, ws, strict=True)]
             row["us"][name] = graph_us(calls)
+            if unsplit and name.endswith(".prefill") and 16 < m <= mid_rows.MAX_M:
+                mid_rows.ENABLED = False  # the autotuned tiles over all of K, as before
+                try:
+                    row["us"][f"{name}:unsplit"] = graph_us(calls)
+                finally:
+                    mid_rows.ENABLED = True
         rows.append(row)
         print(_line(row), flush=True)
     return rows
@@ -109,6 +121,9 @@ def main() -> None:
     ap.add_argument("--shapes", default="8192x8192,4096x14336")
     ap.add_argument("--budget-s", type=float, default=400.0)
     ap.add_argument("--out", default=None)
+    ap.add_argument(
+        "--unsplit", action="store_true", help="also time prefill kernels without K split"
+    )
     args = ap.parse_args()
     from aoq.testing.cases import inference_configs
 
@@ -121,7 +136,7 @@ def main() -> None:
     rows: list[dict] = []
     for k, n in parse_shapes(args.shapes):
         for cid in wanted:
-            rows += sweep_config(configs[cid], k, n, ms, deadline)
+            rows += sweep_config(configs[cid], k, n, ms, deadline, args.unsplit)
             torch.cuda.empty_cache()
     if args.out:
         with open(args.out, "w") as f:

@@ -10,8 +10,8 @@ Math (aoq.formats.linear.int_act_linear), with exact int32 accumulators from the
 Per-channel weights keep one accumulator over all of K and scale it in the epilogue (so the
 float32 result matches the reference bit for bit); groupwise weights flush one group's
 accumulator into a float32 sum at the end of each group, which needs BLOCK_K to divide the
-group size (configs.fit_group caps it). int4 codes are unpacked in the main loop
-(nibble − 8 -> int8) and never reach memory as bytes of their own.
+group size (configs.fit_group caps it). int4 codes are unpacked in the main loop (nibble −
+8 -> int8). At 17-256 rows K may be split (mid_rows.py).
 
 Op (namespace ``aoq``): ``int_act_mm``; CPU runs the reference.
 """
@@ -23,7 +23,7 @@ import os
 import torch
 import triton
 import triton.language as tl
-from aoq.kernels import _common, splitk
+from aoq.kernels import _common, mid_rows, splitk
 from aoq.kernels import decode_mma as dm
 from aoq.kernels._common import (
     FLOAT_DTYPES,
@@ -70,16 +70,16 @@ def _int_act_mm_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, XQ: tl.constexpr = False,
     PDL: tl.constexpr = False, TRIGGER: tl.constexpr = False, AHEAD: tl.constexpr = False,
 ):  # fmt: skip
-    """Program (n, m, s) covers K range s (splitk.py; K_SPLIT = K when SPLIT_K == 1). With
-    SPLIT_K > 1 it stores its partial (int32 per-channel accumulators, float32 group sums)
-    and the column tile's last program (TAIL, splitk.finish) or splitk.reduce_partials adds
-    the bias, scales and casts. XQ (M = 1): xq_ptr is the float activation row, quantized
-    here (one_row_scale: the scale to xs_ptr unless STATIC), the codes of
-    quantize_int8_act_triton. PDL: launched with programmatic dependent launch after the
+    """Program (n, m, s) covers K range s (splitk.py; K_SPLIT = K when SPLIT_K == 1; s > 0:
+    decode, mid_rows.py). With SPLIT_K > 1 it stores its partial (int32 per-channel sums,
+    float32 group sums); the column tile's last program (TAIL, splitk.finish) or
+    splitk.reduce_partials adds the bias, scales and casts. XQ (M = 1): xq_ptr is the float
+    activation row, quantized here (one_row_scale: the scale to xs_ptr unless STATIC), the codes
+    of quantize_int8_act_triton. PDL: launched with programmatic dependent launch after the
     kernel that wrote x (and xs, xz), which it waits for before reading anything but the
     weights. TRIGGER: splitk.trigger. AHEAD (split decode with PDL, int8 per-channel weights,
-    not XQ): the first step's weights are loaded before the wait and that step is done
-    before the loop, so they stream while the activation kernel still runs."""
+    not XQ): the first step's weights are loaded before the wait and that step is done before
+    the loop, so they stream while the activation kernel still runs."""
     splitk.trigger(TRIGGER)
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(1)
@@ -161,12 +161,9 @@ def _tuned(strategy: Strategy, device: torch.device, group_size: int):
     backend = backend_of(device)
     key = (backend, strategy, group_size)
     if key not in _TUNED:
-        configs = mm_configs(backend, strategy, gemv=False, int_dot=True)
-        _TUNED[key] = autotune(
-            _int_act_mm_kernel,
-            fit_group(configs, group_size),
-            ["M_KEY", "N", "K", "INT4", "PER_CHANNEL"],
-        )
+        configs = fit_group(mm_configs(backend, strategy, gemv=False, int_dot=True), group_size)
+        _TUNED[key] = autotune(_int_act_mm_kernel, configs, ["M_KEY", "N", "K", "INT4",
+                                                             "PER_CHANNEL"])  # fmt: skip
     return _TUNED[key]
 
 
@@ -174,31 +171,25 @@ GEMV_ROWS = 3
 """W4A8 decode takes the dp4a GEMV (w4a8_gemv: the codes loaded once for every row, up to
 its MAX_ROWS) up to this many rows (symmetric activations: below ROWS_MMA_FROM), the matrix
 units above (w4a8_mma), with programmatic dependent launch up to here (triton_linear._pdl).
-H200 before w4a8_mma, activation kernel + decode under PDL (session 34): M 3 20.8 / 18.6 /
-19.1 us on the GEMV against decode_mma's 23.9 / 21.3 / 23.5, M 4 a tie: the GEMV's dp4a work
-grows with the rows, the MMAs' do not."""
+H200, session 34: M 3 20.8 / 18.6 / 19.1 us on the GEMV against decode_mma's 23.9 / 21.3 /
+23.5 (8192^2 / 4096 x 14336 / 14336 x 4096), M 4 a tie: the GEMV's dp4a work grows with rows."""
 
 ROWS_MMA = os.environ.get("AOQ_W4A8_ROWS", "1") != "0"
-"""Off: W4A8 decode takes the GEMV up to GEMV_ROWS and decode_mma above, as before session 40
-(zero points: 41), instead of w4a8_mma from ROWS_MMA_FROM rows (A/B runs, bisecting)."""
+"""Off: W4A8 decode takes decode_mma above GEMV_ROWS, not w4a8_mma (A/B runs; session 40)."""
 
 ROWS_MMA_FROM = 3
 """W4A8 decode takes w4a8_mma (the integer MMA on row-major codes) from this many rows,
-before the GEMV's GEMV_ROWS. H100, activation kernel + decode, graph replays, 8192^2 / 4096 x
-14336 / 14336 x 4096 (``python -m bench.decode_rows --formats w4a8gemv --ms 2,3 --extra
-'{"w4a8gemv": [{"MMA": true}]}'``, session 40): M 3 22.4 / 18.6 / 21.7 us against the GEMV's
-26.6 / 25.2 / 25.4; M 2 22.7 / 18.5 / 21.6 against the GEMV under PDL's 23.9 / 20.9 / 19.4,
-mixed, so M 2 keeps the GEMV. With zero points (``{"ASYM": true, "MMA": true}``, session
-41) M 3 22.0 / 19.1 / 20.8 against the GEMV's 27.6 / 25.6 / 26.3."""
+before the GEMV's GEMV_ROWS. H100 (``python -m bench.decode_rows --formats w4a8gemv --ms 2,3
+--extra '{"w4a8gemv": [{"MMA": true}]}'``, session 40): M 3 22.4 / 18.6 / 21.7 us against
+the GEMV's 26.6 / 25.2 / 25.4 (zero points, session 41: 22.0 / 19.1 / 20.8 against 27.6 /
+25.6 / 26.3); M 2 mixed, so it keeps the GEMV."""
 
 PDL_ROWS = 2
 """W8A8, W4A8 and fp8 decode take programmatic dependent launch (``pdl``) up to this many
-rows. H100, graph replays of the activation kernel and the decode kernel, 8192^2 / 4096 x
-14336 / 14336 x 4096 (``python -m bench.decode_rows --formats w4a8gemv,w8a8act,fp8act``,
-session 21), plain -> PDL: W4A8 M 1 22.7 / 20.6 / 22.4 -> 22.0 / 19.8 / 21.6 us, M 2 26.6 /
-23.4 / 25.5 -> 25.9 / 22.7 / 24.9; W8A8 M 1 30.8 / 27.6 / 29.0 -> 29.9 / 27.0 / 28.1; fp8 row
-M 1 30.6 / 27.9 / 28.1 -> 29.8 / 27.2 / 27.8. At M 8 and 16 it was within +-0.9 us either way
-(W4A8 30.2 -> 30.8 at 8192^2, M 16)."""
+rows. H100, graph replays as above (``python -m bench.decode_rows --formats
+w4a8gemv,w8a8act,fp8act``, session 21), plain -> PDL at M 1: W4A8 22.7 / 20.6 / 22.4 -> 22.0
+/ 19.8 / 21.6 us, W8A8 30.8 / 27.6 / 29.0 -> 29.9 / 27.0 / 28.1, fp8 row 30.6 / 27.9 / 28.1
+-> 29.8 / 27.2 / 27.8; M 2 0.7 us less; at M 8 and 16 within +-0.9 us either way."""
 
 
 def int_act_mm_triton(
@@ -216,12 +207,11 @@ def int_act_mm_triton(
 ) -> torch.Tensor:
     """Triton launcher of ``aoq::int_act_mm``. xq int8 [M, K]; x_scale float32 [M] or [];
     x_zero int32 [M] or None; wq int8 [N, K] or packed int4 uint8 [N, K // 2]; w_scale
-    float32 [N, G] (row-major; or group-major, strides (1, N), which decode_mma reads as
-    it is at 2 <= M <= 16 and the other kernels copy); bias float [N]; bias_int int32 [N]
-    (static only). ``split``: force the decode split-K (tests). ``pdl``: the decode kernel
-    (M <= 16) launches with programmatic dependent launch, so it may start while the kernel
-    before it (the activation kernel, with act_quant's ``trigger``) runs, and waits for it
-    before reading x (the caller checked _common.pdl)."""
+    float32 [N, G] (row-major, or group-major: strides (1, N), which decode_mma reads as it
+    is at 2 <= M <= 16 and the others copy); bias float [N]; bias_int int32 [N] (static).
+    ``split``: force the split-K (tests; prefill: mid_rows.py). ``pdl``: the decode kernel
+    (M <= 16) launches with programmatic dependent launch, waiting for the kernel before it
+    (the activation kernel, with act_quant's ``trigger``) to read x (caller: _common.pdl)."""
     check_2d("xq", xq, (torch.int8,))
     return _int_act(xq, x_scale, x_zero, wq, w_scale, bias, bias_int, out_dtype, strategy, split,
                     x_zero is not None, False, pdl)  # fmt: skip
@@ -293,8 +283,8 @@ def _int_act(
     per_channel = groups == 1
     if not per_channel and (gs < 32 or gs & (gs - 1)):
         raise ValueError(
-            f"group_size={gs}: the Triton kernel takes powers of two >= 32 (one int8 MMA K step); "
-            "use the reference kernel for other group sizes"
+            f"group_size={gs}: the Triton kernel takes powers of two >= 32 (one "
+            "int8 MMA K step); use the reference kernel for other group sizes"
         )
     if out_dtype not in FLOAT_DTYPES:
         raise ValueError(f"out_dtype={out_dtype}; expected one of {FLOAT_DTYPES}")
@@ -315,9 +305,8 @@ def _int_act(
         decode and int4 and not gemv and m > 1 and bias_int is None
         and dm.serves(xq, wq, groups, W4, w_scale)
     ):  # fmt: skip
-        # GEMV_ROWS < M <= 16 on the bf16 matrix-unit decode (exact codes, x - x_zero and group
-        # sums; scales row-major or group-major): 24-25 us against this module's kernel's
-        # 46 at K = N = 8192, M = 16 (H200, sessions 9 and 15)
+        # GEMV_ROWS < M <= 16 on the bf16 matrix-unit decode (exact codes, x - x_zero, group
+        # sums): 24-25 us against this module's kernel's 46 at 8192^2, M 16 (H200, s. 9, 15)
         dm.decode_mma(xq, wq, w_scale, None, bias, y, groups, W4, split, x_scale=x_scale,
                       x_zero=x_zero if asym else None, pdl=pdl)  # fmt: skip
         return y.to(out_dtype)
@@ -328,8 +317,9 @@ def _int_act(
         xq, x_scale, x_zero if x_zero is not None else x_scale, wq, ws,
         bias if bias is not None else ws, bias_int if bias_int is not None else ws, gstar,
     )  # fmt: skip
+    gs0 = 0 if per_channel else gs  # the group a kernel flushes (none: per channel)
     flags = dict(
-        INT4=int4, GROUP_SIZE=gs if not per_channel else 0, PER_CHANNEL=per_channel,
+        INT4=int4, GROUP_SIZE=gs0, PER_CHANNEL=per_channel,
         ASYM=asym, STATIC=static, HAS_BIAS=bias is not None,
         HAS_BIAS_INT=bias_int is not None, UPCAST=False, PRECISION="ieee",
     )  # fmt: skip
@@ -340,16 +330,16 @@ def _int_act(
         return y.to(out_dtype)
     if xq_in_kernel and (int4 or m != 1 or Strategy(strategy) is not Strategy.DECODE):
         raise ValueError("the activation is quantized in the kernel at M = 1 decode only")
+    part_dtype = torch.int32 if per_channel else torch.float32
+    epi = dict(col_scale=ws if per_channel else None, row_scale=x_scale, bias=bias,
+               bias_int=bias_int if per_channel else None)  # fmt: skip
     if Strategy(strategy) is Strategy.DECODE and m <= 16:
         # tile and split by rule (configs.decode_tile, splitk.split_k): no timing autotune
-        cfg = decode_tile(backend, 16, int4=int4, group_size=0 if per_channel else gs)
+        cfg = decode_tile(backend, 16, int4=int4, group_size=gs0)
         cfg["BLOCK_K"] = max(32, cfg["BLOCK_K"])  # one int8 MMA K step
         n_prog = triton.cdiv(n, cfg["BLOCK_N"])
-        align = cfg["BLOCK_K"] if per_channel else max(cfg["BLOCK_K"], gs)
-        part_dtype = torch.int32 if per_channel else torch.float32
-        p = splitk.plan(y, backend, n_prog, k, align, split, part_dtype=part_dtype)
-        epi = dict(col_scale=ws if per_channel else None, row_scale=x_scale, bias=bias,
-                   bias_int=bias_int if per_channel else None)  # fmt: skip
+        p = splitk.plan(y, backend, n_prog, k, max(cfg["BLOCK_K"], gs0), split,
+                        part_dtype=part_dtype)  # fmt: skip
         launch(_int_act_mm_kernel, (n_prog, 1, p.split),
             *args, y, p.partials, p.counter_arg(), m, n, k, groups, p.k_split, xq.stride(0),
             wq.stride(0), y.stride(0), m_bucket(m), SPLIT_K=p.split,
@@ -360,12 +350,22 @@ def _int_act(
         p.finish(y, **epi)
         return y.to(out_dtype)
 
+    # W4A8 past 16 rows that decode_mma (above) leaves: prefill tiles, K split by mid_rows.py
+    tiles = Strategy.PREFILL if m > 16 and int4 else Strategy(strategy)
+
+    def split_launch(grid: tuple[int, int, int], p: splitk.Plan, cfg: dict) -> None:
+        launch(_int_act_mm_kernel, grid, *args, y, p.partials, p.partials, m, n, k, groups,
+               p.k_split, xq.stride(0), wq.stride(0), y.stride(0), m_bucket(m), SPLIT_K=p.split,
+               TAIL=0, TRIGGER=p.chain, **flags, **cfg)  # fmt: skip
+
+    if tiles is Strategy.PREFILL and mid_rows.run(y, backend, k, gs0, split, split_launch,
+                                                  part_dtype, **epi):  # fmt: skip
+        return y.to(out_dtype)
+
     def grid(meta: dict) -> tuple[int, int, int]:
         return (triton.cdiv(n, meta["BLOCK_N"]), triton.cdiv(m, meta["BLOCK_M"]), 1)
 
-    # W4A8 past 16 rows decodes on decode_mma (above); what it leaves takes the prefill tiles
-    tiles = Strategy.PREFILL if m > 16 and int4 else Strategy(strategy)
-    launch(_tuned(tiles, xq.device, 0 if per_channel else gs), grid,
+    launch(_tuned(tiles, xq.device, gs0), grid,
         *args, y, y, y, m, n, k, groups, k, xq.stride(0), wq.stride(0), y.stride(0),
         m_bucket(m), SPLIT_K=1, TAIL=0, **flags,
     )  # fmt: skip

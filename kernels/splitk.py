@@ -161,16 +161,18 @@ def plan(
     per_sm: int = PROGRAMS_PER_SM,
     part_dtype: torch.dtype = torch.float32,
     exact: bool = False,
+    fused: bool = True,
 ) -> Plan:
     """The split for an [M, N] output ``y`` (``forced``: a test's choice; ``per_sm`` and
     ``exact``: :func:`split_k`), its range length, a [split, M, N] partials buffer when
-    split > 1, and counters for ``n_programs`` column tiles when the reduction is fused."""
+    split > 1, and counters for ``n_programs`` column tiles when the reduction is fused
+    (``fused`` False: never, for kernels whose column tiles do not hold every row)."""
     split, k_split = _ranges(backend, y.device, n_programs, k, k_align, forced, per_sm, exact)
     m, n = y.shape
     if split == 1:
         return Plan(1, k_split, y, None)
     part = torch.empty((split, m, n), dtype=part_dtype, device=y.device)
-    cnt = counters(y.device, n_programs)
+    cnt = counters(y.device, n_programs) if fused else None
     return Plan(split, k_split, part, cnt, CHAIN and cnt is None and pdl(y.device))
 
 
@@ -305,7 +307,7 @@ def _reduce_row(
     ``offs_n``, summed in split order; int32 partials (exact integer accumulators) are
     summed as integers. ``CACHE``: the partials' load cache modifier."""
     nmask = offs_n < N
-    row = offs_n.to(tl.int64) + m * N  # (m < M <= 16: decode rows)
+    row = offs_n.to(tl.int64) + m * N  # (m < M <= 256 rows: int32 offsets hold)
     acc = tl.load(part_ptr + row, mask=nmask, other=0, cache_modifier=CACHE)
     for s in tl.static_range(1, SPLIT_K):
         acc += tl.load(part_ptr + s * M * N + row, mask=nmask, other=0, cache_modifier=CACHE)

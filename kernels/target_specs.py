@@ -100,6 +100,9 @@ def _wo(name: str, w: str, wfmt: int, gs: int, bm: int, bn: int, bk: int, warps:
         ce["SPLIT_K"] = 4
         ce["TAIL"] = split_tail()
         sig = _split_sig(sig, "*fp32")
+    else:  # the partials and K_SPLIT of mid_rows.py's split (no counters: never fused)
+        sig = {k: v for k, v in _split_sig(sig, "*fp32").items() if k != "c_ptr"}
+        sig["M_KEY"] = "i32"
     return Spec(
         name,
         "weight_only",
@@ -161,6 +164,17 @@ def _int_act(name: str, int4: bool, gs: int, bm: int, bn: int, bk: int, **kw: An
     )
     sig = _split_sig(sig, "*i32" if gs == 0 else "*fp32")
     return Spec(name, "int_act_mm", "_int_act_mm_kernel", sig, ce, **kw)
+
+
+def mid_split(target: str, spec: Spec, bk: int = 128) -> Spec:
+    """``spec`` (a prefill kernel) at mid_rows.py's 64 x 128 tile with K split four ways, its
+    reduction kernel chained where the target has PDL."""
+    ce = {**spec.constexprs, "SPLIT_K": 4, "BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": bk}
+    if "TAIL" in ce:
+        ce["TAIL"] = 0
+    if target in PDL_TARGETS:
+        ce["TRIGGER"] = True
+    return replace(spec, name=f"{spec.name}_split", constexprs=ce, warps=4, stages=4)
 
 
 def fp8_pointer(target: str) -> str:
@@ -285,7 +299,10 @@ def specs(target: str) -> list[Spec]:
         ),
         _wo("int4wo.gemv", "*u8", 1, 128, 1, 32, 128),
         _wo("int4wo.decode", "*u8", 1, 128, 16, 64, 128),
-        _wo("int4wo.prefill", "*u8", 1, 128, 128, 128, 64, warps=8),
+        int4wo_prefill := _wo("int4wo.prefill", "*u8", 1, 128, 128, 128, 64, warps=8),
+        mid_split(target, int4wo_prefill, 64),
+        mid_split(target, _wo("int8wo.prefill", "*i8", 0, 0, 128, 128, 64, warps=8), 64),
+        mid_split(target, _wo("fp8wo.prefill", f8, 2, 0, 128, 128, 64, warps=8), 64),
         int8wo_decode := _wo("int8wo.decode", "*i8", 0, 0, 16, 64, 128),
         *decode_mma_specs(target),
         *w4a8_mma_specs(target),
@@ -313,12 +330,17 @@ def specs(target: str) -> list[Spec]:
                 ("dequant.int4_tiled", 128, True),  # codes in tile_uint4's order
             )
         ),  # fmt: skip
-        _int_act("w8a8.prefill", False, 0, 128, 128, 128, warps=8),
+        w8a8_prefill := _int_act("w8a8.prefill", False, 0, 128, 128, 128, warps=8),
+        mid_split(target, w8a8_prefill),
+        mid_split(target, _int_act("w4a8.prefill", True, 32, 128, 128, 32, warps=8), 32),
         _int_act("w4a8.decode", True, 32, 16, 64, 32),
         w8a8_decode := _int_act("w8a8.decode", False, 0, 16, 64, 128),
         one_row_variant(replace(w8a8_decode, name="w8a8.decode_one_row"), "xq_ptr", XQ=True),
         *gemv_specs(target),
-        Spec("fp8.prefill", "fp8_mm", "_fp8_mm_kernel", fp8_sig, fp8_ce, warps=8, fp8=True),
+        fp8_pre := Spec(
+            "fp8.prefill", "fp8_mm", "_fp8_mm_kernel", fp8_sig, fp8_ce, warps=8, fp8=True
+        ),
+        mid_split(target, fp8_pre),
         fp8_dec := Spec("fp8.decode", "fp8_mm", "_fp8_mm_kernel", fp8_sig, fp8_decode, fp8=True),
         # programmatic dependent launch after the activation kernel (sm90 and later)
         *(

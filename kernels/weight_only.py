@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
-from aoq.kernels import _common, decode_mma, gemv, gemv_static, splitk
+from aoq.kernels import _common, decode_mma, gemv, gemv_static, mid_rows, splitk
 from aoq.kernels._common import (
     FLOAT_DTYPES,
     Strategy,
@@ -40,14 +40,17 @@ from aoq.formats import linear as ref
 
 @triton.jit
 def _weight_only_mm_kernel(
-    x_ptr, w_ptr, s_ptr, z_ptr, b_ptr, y_ptr,
-    M, N, K, G, stride_xm, stride_wn, stride_ym, M_KEY,
+    x_ptr, w_ptr, s_ptr, z_ptr, b_ptr, y_ptr, p_ptr,
+    M, N, K, G, K_SPLIT, stride_xm, stride_wn, stride_ym, M_KEY,
     WFMT: tl.constexpr, GROUP_SIZE: tl.constexpr, PER_CHANNEL: tl.constexpr,
     HAS_BIAS: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    TILED: tl.constexpr = False,
+    TILED: tl.constexpr = False, SPLIT_K: tl.constexpr = 1, TRIGGER: tl.constexpr = False,
 ):  # fmt: skip
-    """Prefill: [BLOCK_M, BLOCK_N] output tiles on the matrix units over all of K."""
+    """Prefill: [BLOCK_M, BLOCK_N] output tiles on the matrix units; program (n, m, s) over
+    K range s (all of K when SPLIT_K == 1; else mid_rows.py: it stores its float32 partial
+    and splitk.reduce_partials finishes). TRIGGER: splitk.trigger."""
+    splitk.trigger(TRIGGER)
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(1)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -55,7 +58,8 @@ def _weight_only_mm_kernel(
     mmask = offs_m < M
     xrows = x_ptr + offs_m.to(tl.int64)[:, None] * stride_xm
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k0 in range(0, K, BLOCK_K):
+    k_lo, k_hi = splitk.k_range(tl.program_id(2), K, K_SPLIT, SPLIT_K)
+    for k0 in range(k_lo, k_hi, BLOCK_K):
         offs_k = k0 + tl.arange(0, BLOCK_K)
         xt = tl.load(xrows + offs_k[None, :], mask=mmask[:, None] & (offs_k < K)[None, :], other=0)
         w = _dequant_tile(w_ptr, s_ptr, z_ptr, offs_n, k0, N, K, G, stride_wn,
@@ -63,8 +67,12 @@ def _weight_only_mm_kernel(
         if not UPCAST:  # the interpreter keeps float32 (its downcasts do not round to even)
             w = w.to(xt.dtype)
         acc = mma(xt, tl.trans(w), acc, UPCAST, PRECISION)
-    epilogue(acc, s_ptr, s_ptr, b_ptr, y_ptr, offs_m, offs_n, M, N, stride_ym,
-             PER_CHANNEL, False, False, HAS_BIAS)  # fmt: skip
+    if SPLIT_K > 1:
+        part = p_ptr + tl.program_id(2).to(tl.int64) * M * N + offs_m.to(tl.int64)[:, None] * N
+        tl.store(part + offs_n[None, :], acc, mask=mmask[:, None] & (offs_n < N)[None, :])
+    else:
+        epilogue(acc, s_ptr, s_ptr, b_ptr, y_ptr, offs_m, offs_n, M, N, stride_ym,
+                 PER_CHANNEL, False, False, HAS_BIAS)  # fmt: skip
 
 
 @triton.jit
@@ -180,7 +188,7 @@ def weight_only_mm_triton(
 ) -> torch.Tensor:
     """Triton launcher of ``aoq::weight_only_mm`` (x [M, K] float, codes [N, K | K/2];
     ``tiled``: int4 codes in aoq.formats.packing.tile_uint4's order). ``split``: force the
-    decode kernel's split-K (tests; default: splitk.split_k)."""
+    split-K (tests; default: splitk.split_k at decode, mid_rows.py's rule at prefill)."""
     groups, wfmt = _check(x, qdata, scale, tiled)
     m, k = x.shape
     n = qdata.shape[0]
@@ -196,14 +204,34 @@ def weight_only_mm_triton(
     z = zero.contiguous() if zero is not None else scale_c
     b = bias if bias is not None else scale_c
 
-    def grid(meta: dict) -> tuple[int, int]:
-        return (triton.cdiv(n, meta["BLOCK_N"]), triton.cdiv(m, meta["BLOCK_M"]))
+    flags = dict(
+        WFMT=int(wfmt),
+        GROUP_SIZE=k // groups,
+        PER_CHANNEL=per_channel,
+        HAS_BIAS=bias is not None,
+        UPCAST=upcast,
+        PRECISION=precision,
+        TILED=tiled,
+    )
+
+    def split_launch(grid: tuple[int, int, int], p: splitk.Plan, cfg: dict) -> None:
+        launch(_weight_only_mm_kernel, grid, x, qdata, scale_c, z, b, y, p.partials, m, n, k,
+               groups, p.k_split, x.stride(0), qdata.stride(0), y.stride(0), m_bucket(m),
+               SPLIT_K=p.split, TRIGGER=p.chain, **flags, **cfg)  # fmt: skip
+
+    # 17-256 rows: K split where the tiles leave SMs idle (mid_rows.py)
+    epi = dict(col_scale=scale_c.reshape(-1) if per_channel else None, bias=bias)
+    if Strategy(strategy) is Strategy.PREFILL and mid_rows.run(
+        y, backend_of(x.device), k, 0, split, split_launch, bk=64, **epi
+    ):
+        return y.to(x.dtype)
+
+    def grid(meta: dict) -> tuple[int, int, int]:
+        return (triton.cdiv(n, meta["BLOCK_N"]), triton.cdiv(m, meta["BLOCK_M"]), 1)
 
     launch(_tuned(x.device), grid,
-        x, qdata, scale_c, z, b, y,
-        m, n, k, groups, x.stride(0), qdata.stride(0), y.stride(0), m_bucket(m),
-        WFMT=int(wfmt), GROUP_SIZE=k // groups, PER_CHANNEL=per_channel,
-        HAS_BIAS=bias is not None, UPCAST=upcast, PRECISION=precision, TILED=tiled,
+        x, qdata, scale_c, z, b, y, y,
+        m, n, k, groups, k, x.stride(0), qdata.stride(0), y.stride(0), m_bucket(m), **flags,
     )  # fmt: skip
     return y.to(x.dtype)
 

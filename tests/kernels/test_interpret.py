@@ -8,6 +8,7 @@ reference's operations in order); float paths keep the 2x-plain-torch rule of th
 
 import pytest
 import torch
+from _act_cases import fp8_case, int_act_case
 from aoq.kernels import act_quant as aq
 from aoq.kernels import int_act_mm as ia
 from aoq.kernels import splitk
@@ -16,7 +17,7 @@ from aoq.kernels import weight_only as wo
 from aoq.kernels._common import INTERPRET
 
 import aoq
-from aoq.formats import affine, float8
+from aoq.formats import affine
 from aoq.formats.packing import pack_uint4
 from aoq.testing.cases import inference_configs
 from aoq.testing.metrics import bit_equal, max_rel_error
@@ -68,17 +69,8 @@ def test_act_quant_bit_exact(dtype, shape):
 @pytest.mark.parametrize("m", [1, 5, 40])
 @pytest.mark.parametrize("mode", [0, 1, 2], ids=["sym", "asym", "static"])
 def test_int_act_mm_bit_exact(m, mode):
-    w = torch.randn(96, 256)
-    x = torch.randn(m, 256)
-    xq, xs, xz = aq.quantize_int8_act(x, mode, torch.tensor(0.035))
-    zero = xz if mode == 1 else None
-    bias_int = torch.randint(-999, 999, (96,), dtype=torch.int32) if mode == 2 else None
-    bias = None if mode == 2 else torch.randn(96)
-    q8, s8 = affine.quantize_int8_symmetric(w, None)
-    q4, s4 = affine.quantize_int4_symmetric(w, 32)
-    for wq, ws in ((q8, s8), (pack_uint4(q4 + 8), s4)):
-        if mode == 1 and wq.dtype == torch.int8:
-            continue  # W8A8 activations are symmetric
+    xq, xs, zero, bias, bias_int, weights = int_act_case(m, 256, 96, mode)
+    for wq, ws in weights:
         for strategy in (0, 1):
             got = ia.int_act_mm_triton(
                 xq, xs, zero, wq, ws, bias, bias_int, torch.float32, strategy
@@ -182,17 +174,8 @@ def test_weight_only_decode_split_k(m, split):
 def test_int_act_decode_split_k(m, mode, split):
     """W8A8 and W4A8 decode with K split (W4A8 at M=1 is the float GEMV whose group sums are
     exact integers): W8A8's int32 partials sum exactly, so its output stays bit-exact."""
-    w = torch.randn(80, 1024)
-    x = torch.randn(m, 1024)
-    xq, xs, xz = aq.quantize_int8_act(x, mode, torch.tensor(0.035))
-    zero = xz if mode == 1 else None
-    bias_int = torch.randint(-999, 999, (80,), dtype=torch.int32) if mode == 2 else None
-    bias = None if mode == 2 else torch.randn(80)
-    q8, s8 = affine.quantize_int8_symmetric(w, None)
-    q4, s4 = affine.quantize_int4_symmetric(w, 32)
-    for wq, ws in ((q8, s8), (pack_uint4(q4 + 8), s4)):
-        if mode == 1 and wq.dtype == torch.int8:
-            continue
+    xq, xs, zero, bias, bias_int, weights = int_act_case(m, 1024, 80, mode)
+    for wq, ws in weights:
         want = ia.int_act_mm(xq, xs, zero, wq, ws, bias, bias_int, torch.float32, 0)
         got = ia.int_act_mm_triton(
             xq, xs, zero, wq, ws, bias, bias_int, torch.float32, 0, split=split
@@ -211,10 +194,7 @@ def test_fp8_mm_decode_split_k(per_row, m):
     up to float32 summation order."""
     from aoq.kernels import fp8_mm
 
-    w, x, bias = torch.randn(72, 1024), torch.randn(m, 1024), torch.randn(72)
-    gran = float8.Granularity.ROW if per_row else float8.Granularity.TENSOR
-    wq, ws = float8.quantize_fp8(w, gran)
-    xq, xs = aq.quantize_fp8_act(x, per_row, torch.float8_e4m3fn)
+    xq, xs, wq, ws, bias = fp8_case(m, 1024, 72, per_row)
     want = fp8_mm.fp8_mm(xq, xs, wq, ws, bias, torch.float32, 0)
     for split in (1, 3):
         got = fp8_mm.fp8_mm_triton(xq, xs, wq, ws, bias, torch.float32, 0, split)
