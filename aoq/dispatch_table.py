@@ -88,6 +88,8 @@ DECODE_ROWS_MAX_M = {
 W4A8_ROWS_MAX_M = 64
 """W4A8 on sm90: the decode kernel up to this many rows, where it takes them."""
 PREFILL_TRITON_MAX_M = 256
+FP8_TRITON_MAX_M = 64
+"""fp8 W8A8 on sm90: the Triton kernel (K split at 17-64 rows) before cuBLAS up to here."""
 
 
 def _gpu_rows() -> None:
@@ -153,6 +155,15 @@ def _gpu_rows() -> None:
             (DECODE_MAX_M, ("triton.fp8.decode",)),
             (M_ANY, (f"{blas}.fp8.scaled_mm", "triton.fp8.prefill")),
         )
+        # sm90, 17-64 rows of bf16 / fp16 x: the Triton kernel with K split (kernels/mid_rows
+        # .py), cuBLAS behind it; on an H200 1.31-1.46x bf16 where torch._scaled_mm read
+        # 0.74-1.32x (bench/NOTES.md, session 46); cuBLAS past 64 rows (2 shapes of 3 at 128)
+        if backend is Backend.CUDA:
+            ARCH_BY_M[(Scheme.FP8_FP8, backend, "sm90")] = (
+                (DECODE_MAX_M, ("triton.fp8.decode",)),
+                (FP8_TRITON_MAX_M, ("triton.fp8.prefill", f"{blas}.fp8.scaled_mm")),
+                (M_ANY, (f"{blas}.fp8.scaled_mm", "triton.fp8.prefill")),
+            )
         # float32 activations want a float32 output that is a float32 sum. cuBLASLt's and
         # hipBLASLt's fp8 GEMMs accumulate ~1e-4 off one (~100x the output budget; H200 run
         # 98e5df: fp8-row fp32 M>16), so for float32 the Triton kernel, which widens e4m3

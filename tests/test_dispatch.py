@@ -140,10 +140,20 @@ def test_fp8_rows_depend_on_the_activation_dtype():
     sm90 = dispatch.Platform(dispatch.Backend.CUDA, "sm90")
     fp8 = dispatch.Scheme.FP8_FP8
     for dtype in (torch.bfloat16, torch.float16, None):
-        assert dispatch.candidates(fp8, sm90, 32, dtype) == (
-            "cublas.fp8.scaled_mm",
+        # sm90 at 17-64 rows: the Triton kernel with K split first (kernels/mid_rows.py)
+        assert dispatch.candidates(fp8, sm90, 17, dtype) == (
             "triton.fp8.prefill",
+            "cublas.fp8.scaled_mm",
         )
+        assert dispatch.candidates(fp8, sm90, 64, dtype) == (
+            "triton.fp8.prefill",
+            "cublas.fp8.scaled_mm",
+        )
+        for plat, m in ((sm90, 65), (dispatch.Platform(dispatch.Backend.CUDA, "sm89"), 32)):
+            assert dispatch.candidates(fp8, plat, m, dtype) == (
+                "cublas.fp8.scaled_mm",
+                "triton.fp8.prefill",
+            )
     assert dispatch.candidates(fp8, sm90, 32, torch.float32) == ("triton.fp8.prefill",)
     assert dispatch.candidates(fp8, sm90, 4096, torch.float32) == ("triton.fp8.prefill",)
     assert dispatch.candidates(fp8, sm90, 1, torch.float32) == ("triton.fp8.decode",)
@@ -157,6 +167,7 @@ def test_fp8_rows_depend_on_the_activation_dtype():
     text = dispatch.describe()
     assert "cuda fp32 M>16   triton.fp8.prefill -> reference.fp8_fp8" in text
     assert "cuda M>16        cublas.fp8.scaled_mm, triton.fp8.prefill" in text
+    assert "cuda sm90 M17-64 triton.fp8.prefill, cublas.fp8.scaled_mm" in text
     for names in dispatch.DTYPE_BY_M.values():
         for _, row in names:
             assert all(n in dispatch._IMPLS for n in row)
@@ -168,11 +179,11 @@ def test_selection_asks_the_row_of_the_input_dtype(monkeypatch):
     monkeypatch.setattr(dispatch, "platform_of", lambda device: sm90)
     lin = aoq.quantize_(nn.Linear(64, 32), aoq.Float8DynamicActivationFloat8WeightConfig())
     for dtype, tried in ((torch.float32, "triton.fp8.prefill:"), (torch.bfloat16, "cublas")):
-        x = torch.randn(32, 64, dtype=dtype)
+        x = torch.randn(65, 64, dtype=dtype)
         _, fallback, reason, _ = dispatch.select(dispatch.Scheme.FP8_FP8, x, lin.weight, None)
         assert fallback and reason.startswith(tried), reason  # CPU tensors: no GPU kernel runs
     _, _, reason, _ = dispatch.select(
-        dispatch.Scheme.FP8_FP8, torch.randn(32, 64), lin.weight, None
+        dispatch.Scheme.FP8_FP8, torch.randn(65, 64), lin.weight, None
     )
     assert "cublas" not in reason
 
