@@ -68,14 +68,17 @@ M_ANY = 1 << 62
 Bands = tuple[tuple[int, tuple[str, ...]], ...]
 BY_M: dict[tuple[Scheme, Backend], Bands] = {}
 # Bands for one activation dtype, where the right kernel depends on it: {(scheme, backend,
-# dtype): bands}. They replace the BY_M row for that dtype; an ARCH_TABLE row still wins.
+# dtype): bands}. They replace the BY_M, variant and arch rows for that dtype; an ARCH_TABLE
+# row still wins.
 DTYPE_BY_M: dict[tuple[Scheme, Backend, torch.dtype], Bands] = {}
-# Bands for one weight variant (a weight's ``dispatch_variant``, e.g. MX fp6 codes), where
-# the right kernel depends on how its codes are stored: {(scheme, backend, variant): bands}.
-# They come before the dtype rows (an ARCH_TABLE row still wins).
+# Bands for one weight variant (a weight's ``dispatch_variant``, e.g. MX fp6 codes, fp8 with
+# per-tensor activation scales), where the right kernel depends on how its codes or scales
+# are stored: {(scheme, backend, variant): bands}. They come after the dtype rows (a dtype
+# row names what x's dtype needs whatever the weight) and before the arch rows (an
+# ARCH_TABLE row still wins).
 VARIANT_BY_M: dict[tuple[Scheme, Backend, str], Bands] = {}
 # Bands for one arch, where the right kernel depends on it: {(scheme, backend, arch): bands}.
-# They come after the variant and dtype rows (an ARCH_TABLE row still wins).
+# They come after the dtype and variant rows (an ARCH_TABLE row still wins).
 ARCH_BY_M: dict[tuple[Scheme, Backend, str], Bands] = {}
 DECODE_MAX_M = 16
 DECODE_ROWS_MAX_M = {
@@ -155,15 +158,18 @@ def _gpu_rows() -> None:
             (DECODE_MAX_M, ("triton.fp8.decode",)),
             (M_ANY, (f"{blas}.fp8.scaled_mm", "triton.fp8.prefill")),
         )
-        # sm90, 17-64 rows of bf16 / fp16 x: the Triton kernel with K split (kernels/mid_rows
-        # .py), cuBLAS behind it; on an H200 1.31-1.46x bf16 where torch._scaled_mm read
-        # 0.74-1.32x (bench/NOTES.md, session 46); cuBLAS past 64 rows (2 shapes of 3 at 128)
+        # sm90, 17-64 rows of bf16 / fp16 x with row scales: the Triton kernel with K split
+        # (kernels/mid_rows.py), cuBLAS behind it; on an H200 1.31-1.46x bf16 where
+        # torch._scaled_mm's row-wise GEMM read 0.74-1.32x (bench/NOTES.md, session 46);
+        # cuBLAS past 64 rows (2 shapes of 3 at 128). Per-tensor scales (the "tensor" variant)
+        # keep cuBLAS first: its tensor-wise GEMM led at 2 shapes of 3, by 10-15 %
         if backend is Backend.CUDA:
             ARCH_BY_M[(Scheme.FP8_FP8, backend, "sm90")] = (
                 (DECODE_MAX_M, ("triton.fp8.decode",)),
                 (FP8_TRITON_MAX_M, ("triton.fp8.prefill", f"{blas}.fp8.scaled_mm")),
                 (M_ANY, (f"{blas}.fp8.scaled_mm", "triton.fp8.prefill")),
             )
+        VARIANT_BY_M[(Scheme.FP8_FP8, backend, "tensor")] = BY_M[(Scheme.FP8_FP8, backend)]
         # float32 activations want a float32 output that is a float32 sum. cuBLASLt's and
         # hipBLASLt's fp8 GEMMs accumulate ~1e-4 off one (~100x the output budget; H200 run
         # 98e5df: fp8-row fp32 M>16), so for float32 the Triton kernel, which widens e4m3
@@ -233,15 +239,15 @@ def candidates(
     variant: str | None = None,
 ) -> tuple[str, ...]:
     """Kernels for ``scheme`` on ``platform`` at M rows of ``dtype`` activations and a
-    weight of ``variant``: the arch row, else the M band of the variant's row, of the
-    dtype's row, of the arch's bands, of the scheme's row, else the backend row.
+    weight of ``variant``: the arch row, else the M band of the dtype's row, of the
+    variant's row, of the arch's bands, of the scheme's row, else the backend row.
     ``dtype=None`` asks for the row every dtype without a row of its own gets."""
     arch_row = ARCH_TABLE.get((scheme, platform.backend, platform.arch))
     if arch_row is not None:
         return arch_row
-    bands = VARIANT_BY_M.get((scheme, platform.backend, variant)) if variant else None
-    if bands is None and dtype is not None:
-        bands = DTYPE_BY_M.get((scheme, platform.backend, dtype))
+    bands = DTYPE_BY_M.get((scheme, platform.backend, dtype)) if dtype is not None else None
+    if bands is None and variant:
+        bands = VARIANT_BY_M.get((scheme, platform.backend, variant))
     if bands is None:
         bands = ARCH_BY_M.get((scheme, platform.backend, platform.arch))
     if bands is None:

@@ -167,8 +167,8 @@ def fp8_mm_triton(
 ) -> torch.Tensor:
     """Triton launcher of ``aoq::fp8_mm``. x_scale [M, 1] (per row) or [1] (per tensor);
     w_scale [N, 1] or [1]. Decode (M <= 16) runs a tile chosen by rule with K split across
-    programs (splitk.py; ``split`` forces it, for tests); prefill is autotuned, or at 17-256
-    rows a tile by rule with K split where the tiles leave SMs idle (mid_rows.py). ``pdl``: the
+    programs (splitk.py; ``split`` forces it, for tests); prefill is autotuned, but at 17-256
+    rows a tile by rule, K split where the tiles leave SMs idle (mid_rows.py). ``pdl``: the
     decode kernel launches with programmatic dependent launch (as int_act_mm_triton's)."""
     _check(xq, wq, out_dtype)
     backend_of(xq.device)  # (raises for a device no backend serves)
@@ -190,10 +190,11 @@ def fp8_mm_triton(
                p.k_split, xq.stride(0), wq.stride(0), y.stride(0), m_bucket(m), SPLIT_K=p.split,
                TAIL=0, TRIGGER=p.chain, **flags, **cfg)  # fmt: skip
 
-    # 17-256 rows: K split where the tiles leave SMs idle (mid_rows.py)
+    # 17-256 rows: the rule's tile (the same bits in every process), K split where the tiles
+    # leave SMs idle (mid_rows.py)
     epi = dict(col_scale=ws.squeeze(-1), row_scale=xs.squeeze(-1), bias=bias)
     if Strategy(strategy) is Strategy.PREFILL and mid_rows.run(
-        y, backend_of(xq.device), k, 0, split, split_launch, **epi
+        y, backend_of(xq.device), k, 0, split, split_launch, rule_tile=True, **epi
     ):
         return y.to(out_dtype)
 

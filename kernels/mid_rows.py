@@ -11,7 +11,8 @@ splitk.reduce_partials adds them in split order, then applies the epilogue (scal
 the cast), chained to the split kernel by programmatic dependent launch where the GPU has it.
 
 Where the tiles already fill a wave (no split), or past :data:`MAX_M` rows, :func:`run`
-declines and the launcher keeps its autotuned kernel. Tests force a split (``forced``): the
+declines and the launcher keeps its autotuned kernel (fp8 keeps the rule's tile unsplit:
+``rule_tile``). Tests force a split (``forced``): the
 interpreter never splits by itself (splitk.split_k).
 """
 
@@ -76,23 +77,27 @@ def run(
     launch: Launch,
     part_dtype: torch.dtype = torch.float32,
     bk: int = 128,
+    rule_tile: bool = False,
     **epilogue: torch.Tensor | None,
 ) -> bool:
     """Split K for ``y`` [M, N] at :func:`tile`'s tile (``forced``: a test's split) and call
     ``launch(grid, plan, cfg)`` (the kernel with SPLIT_K = plan.split, K_SPLIT =
     plan.k_split, TRIGGER = plan.chain, its partials in plan.partials, TAIL 0, and cfg's
     tile), then reduce with ``epilogue`` (splitk.reduce_partials' col_scale, row_scale, bias,
-    bias_int). False, launching nothing: no split is due (the launcher's own kernel runs)."""
+    bias_int). False, launching nothing: no split is due (the launcher's own kernel runs).
+    ``rule_tile``: at 17-256 rows launch the rule's tile even where no split is due, for
+    kernels whose bits depend on the tile (fp8's imprecise accumulation interval is its K
+    step: an autotuned tile, picked by timing, would give other bits in another process)."""
     m, n = y.shape
     if forced is None and (not ENABLED or m <= 16 or m > MAX_M):
         return False
     want = forced or split(backend, y.device, m, n, k, group_size, bk)
-    if want == 1:
+    if want == 1 and not rule_tile:
         return False
     cfg, _ = tile(backend, m, group_size, bk)
     align = max(cfg["BLOCK_K"], group_size)
     p = splitk.plan(y, backend, 0, k, align, want, part_dtype=part_dtype, fused=False)
-    if p.split == 1:  # (K shorter than two ranges)
+    if p.split == 1 and not rule_tile:  # (K shorter than two ranges)
         return False
     grid = (triton.cdiv(n, cfg["BLOCK_N"]), triton.cdiv(m, cfg["BLOCK_M"]), p.split)
     launch(grid, p, cfg)

@@ -173,6 +173,26 @@ def test_fp8_rows_depend_on_the_activation_dtype():
             assert all(n in dispatch._IMPLS for n in row)
 
 
+def test_fp8_tensor_scales_keep_cublas_at_mid_rows(monkeypatch):
+    """Per-tensor activation scales are the "tensor" variant: on sm90 their 17-64 rows keep
+    torch._scaled_mm first (its tensor-wise GEMM led the Triton kernel there), row scales
+    take the Triton kernel; float32 x takes the Triton kernel either way (its dtype row)."""
+    sm90 = dispatch.Platform(dispatch.Backend.CUDA, "sm90")
+    fp8 = dispatch.Scheme.FP8_FP8
+    both = ("cublas.fp8.scaled_mm", "triton.fp8.prefill")
+    assert dispatch.candidates(fp8, sm90, 32, torch.bfloat16, "tensor") == both
+    assert dispatch.candidates(fp8, sm90, 32, torch.float32, "tensor") == ("triton.fp8.prefill",)
+    assert dispatch.candidates(fp8, sm90, 8, torch.bfloat16, "tensor") == ("triton.fp8.decode",)
+    monkeypatch.setattr(dispatch, "platform_of", lambda device: sm90)
+    x = torch.randn(32, 64, dtype=torch.bfloat16)
+    for config, first in ((aoq.Float8DynamicActivationFloat8WeightConfig(), "triton"),
+                          (aoq.Float8DynamicActivationFloat8WeightConfig(granularity="tensor"),
+                           "cublas")):  # fmt: skip
+        lin = aoq.quantize_(nn.Linear(64, 32), config)
+        _, _, reason, _ = dispatch.select(fp8, x, lin.weight, None)
+        assert reason.startswith(first), reason  # CPU tensors: no GPU kernel runs
+
+
 def test_selection_asks_the_row_of_the_input_dtype(monkeypatch):
     """select() passes x's dtype: on a (pretended) H200 a float32 call never tries cuBLAS."""
     sm90 = dispatch.Platform(dispatch.Backend.CUDA, "sm90")

@@ -73,6 +73,11 @@ class Float8Tensor(QuantizedWeight):
         return Scheme.FP8_WEIGHT_ONLY if self.act is ActQuant.NONE else Scheme.FP8_FP8
 
     @property
+    def dispatch_variant(self) -> str | None:
+        """ "tensor" for per-tensor activation scales (dispatch.VARIANT_BY_M), else None."""
+        return "tensor" if self.act is ActQuant.FP8_TENSOR else None
+
+    @property
     def act_granularity(self) -> Granularity:
         return Granularity.TENSOR if self.act is ActQuant.FP8_TENSOR else Granularity.ROW
 

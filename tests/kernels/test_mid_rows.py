@@ -72,6 +72,21 @@ def test_declines_when_off_or_unsplit(h200, monkeypatch):
     assert not mid_rows.run(y, Backend.CUDA, 14336, 0, None, launch)
 
 
+def test_rule_tile_unsplit():
+    """``rule_tile``: where no split is due the rule's tile still runs (fp8's bits depend on
+    its tile), over all of K, with no partials."""
+    grids = []
+
+    def launch(grid, p, cfg):
+        grids.append((grid, p.split, p.k_split, p.partials is y, cfg["BLOCK_M"]))
+
+    y = torch.empty(32, 200)
+    assert mid_rows.run(y, Backend.INTERPRET, 1024, 0, None, launch, rule_tile=True)
+    assert grids == [((7, 1, 1), 1, 1024, True, 32)]
+    assert not mid_rows.run(torch.empty(300, 200), Backend.INTERPRET, 1024, 0, None, launch,
+                            rule_tile=True)  # fmt: skip
+
+
 M_SHAPES = [20, 40]  # one and two row tiles of the interpreter's 32 x 32
 
 
