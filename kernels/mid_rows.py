@@ -12,9 +12,8 @@ the cast), chained to the split kernel by programmatic dependent launch where th
 
 Where the tiles already fill a wave (no split), or past :data:`MAX_M` rows, :func:`run`
 declines and the launcher keeps its autotuned kernel (fp8 keeps the rule's tile unsplit:
-``rule_tile``). Tests force a split (``forced``): the
-interpreter never splits by itself (splitk.split_k).
-"""
+``rule_tile``). Tests force a split (``forced``): the interpreter never splits by itself
+(splitk.split_k)."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ from aoq.kernels._common import INTERPRET
 
 from aoq.backends import Backend
 from aoq.formats import affine, float8
-from aoq.formats.packing import pack_uint4
+from aoq.formats.packing import pack_uint4, tile_uint4
 from aoq.testing.metrics import bit_equal, max_rel_error
 
 interpret_only = pytest.mark.skipif(not INTERPRET, reason="needs TRITON_INTERPRET=1 before import")
@@ -154,6 +154,13 @@ def test_weight_only_prefill_split(reductions, m):
             got = wo.weight_only_mm_triton(x, q, s, z, b, 1, split=split)
             assert reductions.pop() == split
             assert max_rel_error(want, got) < 1e-6, (q.dtype, split)
+    # int4 codes in tile_uint4's order: the row-major codes' bits, K ranges and all
+    q, s, z = affine.quantize_uint4_asymmetric(torch.randn(128, 768), 128)
+    plain = pack_uint4(q)
+    for split in (2, 3):
+        want = wo.weight_only_mm_triton(x, plain, s, z, None, 1, split=split)
+        got = wo.weight_only_mm_triton(x, tile_uint4(plain), s, z, None, 1, True, split)
+        assert reductions[-2:] == [split, split] and bit_equal(got, want), split
 
 
 gpu_only = pytest.mark.skipif(
