@@ -19,6 +19,13 @@ def test_band_kernels_follow_the_arch_and_dtype_rows():
     fp8 = dispatch.Scheme.FP8_FP8
     assert band_sweep.band_kernels(fp8, sm90, torch.bfloat16) == [
         "triton.fp8.decode",
+        "triton.fp8.prefill",  # first at 17-64 rows on sm90
+        "cublas.fp8.scaled_mm",
+    ]
+    assert band_sweep.band_kernels(fp8, sm80, torch.bfloat16) == []  # no float8 there
+    sm89 = dispatch.Platform(dispatch.Backend.CUDA, "sm89")
+    assert band_sweep.band_kernels(fp8, sm89, torch.bfloat16) == [
+        "triton.fp8.decode",
         "cublas.fp8.scaled_mm",
         "triton.fp8.prefill",
     ]
@@ -32,12 +39,14 @@ def test_a_line_marks_the_fastest_and_the_refused():
     row = {
         "config": "int8wo", "k": 8192, "n": 8192, "m": 32, "bf16_us": 34.0,
         "shipped": "triton.int8wo.decode", "shipped_us": 26.6,
-        "us": {"triton.int8wo.decode": 26.7, "triton.int8wo.prefill": 71.0},
+        "us": {"triton.int8wo.decode": 26.7, "triton.int8wo.prefill": 71.0,
+               "triton.int8wo.prefill:unsplit": 85.0},
         "refused": {"cublas.int8wo.dequant_mm": "BLAS paths serve GPU tensors only"},
     }  # fmt: skip
     line = band_sweep._line(row)
     assert line.startswith("K8192 N8192 M32   int8wo       bf16    34.0 | shipped decode")
     assert "decode    26.7 x1.27 (fastest)" in line and "prefill    71.0 x0.48 |" in line
+    assert "prefill:unsplit    85.0 x0.40 |" in line  # (--unsplit: without mid_rows' split)
     assert line.endswith("dequant_mm refused")
 
 

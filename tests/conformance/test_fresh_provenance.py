@@ -64,14 +64,15 @@ def test_mismatch_reasons_tell_kernel_config_and_determinism_apart():
 
 
 def test_launches_records_the_triton_config_of_each_autotuned_kernel():
-    """Under the interpreter the fp8 kernel is autotuned (one config): launches() names it."""
+    """Under the interpreter the fp8 kernel is autotuned (one config) past 256 rows (up to
+    them kernels/mid_rows.py picks its tile by rule): launches() names it."""
     code = (
         "import json, torch, aoq\n"
         "from conformance.checks import launches\n"
         "lin = aoq.quantize_(torch.nn.Linear(64, 32), "
         "aoq.Float8DynamicActivationFloat8WeightConfig())\n"
         "with torch.no_grad(), aoq.trace_kernels() as t, launches() as got:\n"
-        "    lin(torch.randn(32, 64))\n"
+        "    lin(torch.randn(300, 64))\n"
         "with launches() as none:\n"
         "    pass\n"
         "print(json.dumps([t.records[0].kernel, got, none, t.records[0].reason]))\n"
