@@ -162,7 +162,7 @@ def _gpu_rows() -> None:
         # (kernels/mid_rows.py), cuBLAS behind it; on an H200 1.31-1.46x bf16 where
         # torch._scaled_mm's row-wise GEMM read 0.74-1.32x (bench/NOTES.md, session 46);
         # cuBLAS past 64 rows (2 shapes of 3 at 128). Per-tensor scales (the "tensor" variant)
-        # keep cuBLAS first: its tensor-wise GEMM led at 2 shapes of 3, by 10-15 %
+        # keep cuBLAS first: its tensor-wise GEMM took 9-19 % less time in 8 of 9 cells
         if backend is Backend.CUDA:
             ARCH_BY_M[(Scheme.FP8_FP8, backend, "sm90")] = (
                 (DECODE_MAX_M, ("triton.fp8.decode",)),
