@@ -1,5 +1,4 @@
-"""Eager decode plans: a quantized linear's launches, recorded once per call shape, replayed.
-(Decode here: up to MAX_M rows, batched decode included.)
+"""Eager decode plans (up to MAX_M rows): a linear's launches, recorded once per shape, replayed.
 
 An eager decode step is host bound. On an H200 host a bf16 ``F.linear`` at M=1 costs ~9 µs
 of Python and launch time, an int4 weight-only linear through dispatch, the kernel entry, the
@@ -63,10 +62,9 @@ except ImportError:  # no triton: nothing to plan
     splitk = None  # type: ignore[assignment]
 
 MAX_M = 256
-"""Plans serve decode and batched-decode shapes: up to 16 rows, and the 17-256 rows the decode
-kernel's wide row tiles and the split prefill tiles (kernels/mid_rows.py) serve, whose eager
-calls were host bound too (H200 run 51c36c, M 64, 8192^2: int8wo 151 us eager against 34 as
-a graph replay, W8A8 176 against 39). Past that the host time is a small part of the call."""
+"""Decode and batched decode: the 17-256 rows of decode_mma's row tiles and mid_rows' split
+tiles were host bound eagerly too (H200 run 51c36c, M 64, 8192^2: int8wo 151 us eager, 34 as
+a graph replay). Past that the host time is a small part of the call."""
 MAX_PLANS = 128
 """Keys kept per weight (dtypes x M x bias objects); a full cache is cleared."""
 ENABLED = os.environ.get("AOQ_PLANS", "1") != "0" and _launch is not None and _launch.ENABLED
