@@ -58,10 +58,17 @@ def split(
     """The split :func:`run` takes for ``m`` x ``n`` outputs over ``k``: the most K ranges
     that keep :func:`tile`'s programs in one wave (splitk.split_k, exact), each a multiple of
     the K step and of ``group_size``; 1 where the tiles fill a wave by themselves."""
+    return _rule(backend, device, m, n, k, group_size, bk)[0]
+
+
+def _rule(
+    backend: Backend, device: torch.device, m: int, n: int, k: int, group_size: int, bk: int
+) -> tuple[int, dict, int]:
+    """(:func:`split`, :func:`tile`'s config, a K range's alignment)."""
     cfg, per_sm = tile(backend, m, group_size, bk)
     n_tiles = triton.cdiv(n, cfg["BLOCK_N"]) * triton.cdiv(m, cfg["BLOCK_M"])
     align = max(cfg["BLOCK_K"], group_size)
-    return splitk.split_k(backend, device, n_tiles, k, align, per_sm, exact=True)
+    return splitk.split_k(backend, device, n_tiles, k, align, per_sm, exact=True), cfg, align
 
 
 Launch = Callable[[tuple[int, int, int], splitk.Plan, dict], None]
@@ -90,11 +97,10 @@ def run(
     m, n = y.shape
     if forced is None and (not ENABLED or m <= 16 or m > MAX_M):
         return False
-    want = forced or split(backend, y.device, m, n, k, group_size, bk)
+    want, cfg, align = _rule(backend, y.device, m, n, k, group_size, bk)
+    want = forced or want
     if want == 1 and not rule_tile:
         return False
-    cfg, _ = tile(backend, m, group_size, bk)
-    align = max(cfg["BLOCK_K"], group_size)
     p = splitk.plan(y, backend, 0, k, align, want, part_dtype=part_dtype, fused=False)
     if p.split == 1 and not rule_tile:  # (K shorter than two ranges)
         return False
