@@ -2,10 +2,11 @@
 
 ``python -m bench.eager_probe [--m 16] [--k 4096] [--n 4096] [--config int8wo]``: one
 process times bf16 ``F.linear``'s eager pass (bench.timing, the bench's own rotation of
-copies) and its host µs a call, in stages: fresh; after torchao's eager pass of the same
-config (what bench/test_linear runs before aoq's cell); with Python's garbage collector
-disabled during the pass; after ``gc.freeze()``. Each stage prints p50 / min µs and the
-collector's counts, so a slow stage names what it follows.
+copies) and its host µs a call, in stages: fresh; after an attempt to capture torchao's
+calls of the same config as a CUDA graph, then after their eager pass (what bench/test_linear
+runs before aoq's cell); after 0.5 s of matmuls; with Python's garbage collector disabled
+during the pass; after ``gc.freeze()``. Each stage prints p50 / min µs and the collector's
+counts, so a slow stage names what it follows.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from bench import baselines as bl
-from bench.timing import Rotation, device_time, warm_gpu
+from bench.timing import NotCapturable, Rotation, cuda_graph, device_time, warm_gpu
 
 
 def _host_us(rot: Rotation, reps: int = 20) -> float:
@@ -64,8 +65,16 @@ def main() -> None:
     _stage("bf16 again", dense)
     try:
         peer = bl.linear_rotation([bl.torchao_weight(w, a.config) for w in ws], xs)
+        try:  # what the bench does first: a graph, refused where a call synchronizes
+            cuda_graph(peer)()
+            print(f"torchao {a.config}: captured")
+        except NotCapturable as e:
+            print(f"torchao {a.config}: {e}")
+        _stage(f"bf16 after torchao {a.config}'s capture", dense)
         _stage(f"torchao {a.config} eager", peer)
         _stage(f"bf16 after torchao {a.config}", dense)
+        warm_gpu(0.5)
+        _stage("bf16 after 0.5 s of matmuls", dense)
     except Exception as e:  # noqa: BLE001 - a probe reports and goes on
         print(f"torchao {a.config}: {type(e).__name__}: {e}")
     gc.disable()
