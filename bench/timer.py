@@ -21,6 +21,7 @@ from bench.timing import (
     Rotation,
     Timed,
     cache_bytes,
+    collector_off,
     copies_for,
     fixture_time,
     per_call,
@@ -45,7 +46,8 @@ def host_time(fn: Callable[[], Any], batch: int, reps: int, clock: Clock | None 
     run = _batch_of(fn, batch)
     run()
     clock.sync()
-    samples = per_call(clock.times_us(run, reps), batch)
+    with collector_off():
+        samples = per_call(clock.times_us(run, reps), batch)
     clock.sync()
     return Timed(samples, {"reps": reps, "batch": batch})
 
@@ -67,7 +69,8 @@ def host_time_pair(
     run_fn()
     run_base()
     clock.sync()
-    got = clock.turns_us([run_fn, run_base], reps)
+    with collector_off():
+        got = clock.turns_us([run_fn, run_base], reps)
     clock.sync()
     extra = {"reps": reps, "batch": batch}
     return Timed(per_call(got[0], batch), extra), Timed(per_call(got[1], batch), dict(extra))

@@ -21,15 +21,18 @@ and report a bandwidth no model sees). A sample is one pass divided by the copie
 
 Warm-up: one pass (autotuning, Triton compilation, lazily built layouts), the clocks raised
 after an idle gap (WARM_GAP_S), then a pass that sizes the repetitions to the row's cap.
-Samples: 30 per GPU row (at least 5), p20/p50/p80 and all of them recorded.
+Samples: 30 per GPU row (at least 5), p20/p50/p80 and all of them recorded. Python's garbage
+collector is off while samples are taken (:func:`collector_off`), as in ``timeit``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import gc
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
 import torch
@@ -163,6 +166,22 @@ class HostClock:
         return _per_run(order, out, len(runs))
 
 
+@contextlib.contextmanager
+def collector_off() -> Iterator[None]:
+    """Python's cyclic garbage collector collected first, then off until the block ends (as
+    ``timeit`` does): a collection that falls inside an eager pass stalls its launches, and
+    its cost grows with what the process holds, so a long run's late rows would pay more
+    than its early ones."""
+    was = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 class NotCapturable(RuntimeError):
     """The calls synchronize with the host, so a CUDA graph cannot hold them."""
 
@@ -229,9 +248,10 @@ def device_times(
     clock.sync()
     warm_after_idle(started, warm or warm_gpu)
     runs = [(capture or cuda_graph)(rot) if graph else rot.all for rot in rots]
-    first = sum(t[0] for t in clock.turns_us(runs, 1))
-    n = fit_reps(first * 1e-6, reps, cap_s)
-    passes = clock.turns_us(runs, n)
+    with collector_off():
+        first = sum(t[0] for t in clock.turns_us(runs, 1))
+        n = fit_reps(first * 1e-6, reps, cap_s)
+        passes = clock.turns_us(runs, n)
     _busy[0] = time.perf_counter()
     extra = {"paired": True} if len(rots) > 1 else {}
     return [
@@ -288,9 +308,10 @@ def wall_time(rot: Rotation, reps: int, cap_s: float, warmup: int = WARMUP) -> T
     clock = HostClock()
     for _ in range(warmup):
         rot.next()
-    first = clock.times_us(rot.next, 1)[0]
-    n = fit_reps(first * 1e-6, reps, cap_s)
-    return Timed(clock.times_us(rot.next, n), {"reps": n, "copies": len(rot)})
+    with collector_off():
+        first = clock.times_us(rot.next, 1)[0]
+        n = fit_reps(first * 1e-6, reps, cap_s)
+        return Timed(clock.times_us(rot.next, n), {"reps": n, "copies": len(rot)})
 
 
 def fixture_time(

@@ -1,6 +1,7 @@
 """bench/timing.py: rotation, sizing and statistics, with the host clock standing in for
 device events (the CUDA paths differ only in the clock and the graph capture)."""
 
+import gc
 import time
 
 import pytest
@@ -114,6 +115,39 @@ def test_device_time_raises_the_clocks_after_an_idle_gap(monkeypatch):
     assert timed() == 2
     slow[0] = 0.3
     assert timed() == 3  # a warm-up pass (a compile) longer than the gap
+
+
+@pytest.mark.parametrize("graph", [False, True])
+def test_device_time_samples_with_the_collector_off(graph):
+    """The timed passes run with Python's garbage collector off (a collection inside an
+    eager pass stalls its launches); the warm-up pass with it on; the caller's setting comes
+    back afterwards, even where a pass raises."""
+    enabled = []
+
+    def call():
+        enabled.append(gc.isenabled())
+
+    assert gc.isenabled()
+    t = timing.device_time(Rotation([call]), graph, reps=6, cap_s=10.0, clock=FakeClock(),
+                           capture=lambda rot: rot.all)  # fmt: skip
+    assert len(t.samples_us) == 6
+    assert enabled[0] is True  # the warm-up pass
+    assert enabled[-7:] == [False] * 7  # the sizing pass and the 6 timed ones
+    assert gc.isenabled()
+
+    def boom():
+        raise RuntimeError("a failing pass")
+
+    with pytest.raises(RuntimeError), timing.collector_off():
+        boom()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with timing.collector_off():
+            pass
+        assert not gc.isenabled()  # off before, off after
+    finally:
+        gc.enable()
 
 
 def test_device_time_shrinks_reps_to_the_cap():
