@@ -3,6 +3,9 @@ PY      ?= python3
 VENV    ?= .venv
 BACKEND ?= auto
 QUICK   ?=
+# pytest-xdist for the unit and interpreter suites: one worker a core, at most 8 (CI's two
+# cores halve the interpreter's hour of single-threaded Python). PYTEST_JOBS= runs serially.
+PYTEST_JOBS ?= -n auto --maxprocesses 8 --dist loadgroup
 # AOQ_PYTHON: an interpreter that already has aoq's dependencies (the container images set it);
 # then no venv is made and nothing is installed.
 ifdef AOQ_PYTHON
@@ -37,7 +40,7 @@ typecheck: venv
 # Container tests need a Docker engine (ci/engine.sh start); without one they are skipped,
 # unless AOQ_REQUIRE_DOCKER=1 (.ci/run sets it), and the image builds wait for container-test.
 unit: venv
-	$(VPY) -m pytest tests -q -m "not container_full"
+	$(VPY) -m pytest tests -q -m "not container_full" $(PYTEST_JOBS)
 
 container-test: venv
 	ci/engine.sh base
@@ -76,7 +79,7 @@ kernels-interpret: venv
 		tests/kernels/test_int4_zmma.py tests/kernels/test_w4a8_gemv.py \
 		tests/kernels/test_decode_mma_mx8.py tests/kernels/test_decode_mma_xmx.py \
 		tests/kernels/test_decode_mma_sk.py tests/kernels/test_decode_mma_tma.py \
-		tests/kernels/test_w4a8_mma.py tests/kernels/test_mid_rows.py -q
+		tests/kernels/test_w4a8_mma.py tests/kernels/test_mid_rows.py -q $(PYTEST_JOBS)
 
 test: lint typecheck unit kernels-interpret
 	$(MAKE) conform QUICK=1 BACKEND=cpu

@@ -56,12 +56,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("aoq_cell", cells, ids=cells)
 
 
-def _worker() -> tuple[int, int]:
-    """(index, count) of this xdist worker; (0, 1) without xdist."""
-    wid = os.environ.get("PYTEST_XDIST_WORKER", "")
-    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-    m = re.fullmatch(r"gw(\d+)", wid)
-    return (int(m.group(1)) if m else 0), count
+def _worker(config: pytest.Config) -> tuple[int, int]:
+    """(index, count) of this xdist worker; (0, 1) without xdist. Read from the worker's
+    config, not from PYTEST_XDIST_WORKER: a run started by a test that itself runs in an
+    xdist worker inherits that variable, and would take itself for one shard of two."""
+    info = getattr(config, "workerinput", None) or {}
+    m = re.fullmatch(r"gw(\d+)", str(info.get("workerid", "")))
+    return (int(m.group(1)) if m else 0), int(info.get("workercount", 1))
 
 
 @pytest.fixture(scope="session")
@@ -72,7 +73,7 @@ def aoq_session(request: pytest.FixtureRequest) -> Any:
     config = request.config
     opt = config.getoption
     run_id = getattr(config, "workerinput", {}).get("aoq_run_id") or _run_id(config)
-    index, count = _worker()
+    index, count = _worker(config)
     backend = opt("--aoq-backend")
     gpus = _gpus() if backend in matrix.GPU_BACKENDS else ()
     opts = Options(

@@ -16,7 +16,9 @@ from ci.container import TIMED_OUT, ContainerError, Job, run
 from ci.context import BuildSpec
 from ci.devices import DeviceError, device_options
 
-pytestmark = pytest.mark.container
+# one xdist worker takes them all: the engine fixture's teardown removes the images made
+# during its session, which another worker's tests could be using
+pytestmark = [pytest.mark.container, pytest.mark.xdist_group("docker")]
 RECORD = json.dumps({"type": "record", "case_id": "x"})
 
 
