@@ -32,7 +32,6 @@ from aoq.kernels._common import (
     backend_of,
     check_2d,
     epilogue,
-    exact_float,
     m_bucket,
     mma,
     out_dtype_for,
@@ -53,17 +52,12 @@ W4 = WeightFormat.INT4_SYM
 
 
 @triton.jit
-def _flush(acc, accf, g, s_ptr, offs_n, nmask, G, bq, gstar, HAS_BIAS_INT: tl.constexpr,
-           GROUP_SIZE: tl.constexpr):  # fmt: skip
-    """Group g is complete: add the static bias where g == g*(n), scale, start a new group.
-    Without the bias a group's |sum| <= GROUP_SIZE * 255 * 8 < 2**22 reads as float32 through
-    _common.exact_float (the int-to-float conversion runs at a quarter of the FMA rate)."""
-    if HAS_BIAS_INT or GROUP_SIZE > 2048:
-        sums = (acc + tl.where(gstar == g, bq, 0)[None, :]).to(tl.float32)
-    else:
-        sums = exact_float(acc, 4194304) - 12582912.0
+def _flush(acc, accf, g, s_ptr, offs_n, nmask, G, bq, gstar, HAS_BIAS_INT: tl.constexpr):
+    """Group g is complete: add the static bias where g == g*(n), scale, start a new group."""
+    if HAS_BIAS_INT:
+        acc += tl.where(gstar == g, bq, 0)[None, :]
     ws = tl.load(s_ptr + offs_n.to(tl.int64) * G + g, mask=nmask, other=0.0)
-    return tl.zeros_like(acc), accf + sums * ws[None, :]
+    return tl.zeros_like(acc), accf + acc.to(tl.float32) * ws[None, :]
 
 
 @triton.jit
@@ -137,10 +131,10 @@ def _int_act_mm_kernel(
         # the end of group g: one tile per group needs no run-time branch (a constexpr test)
         if GROUP_SIZE == BLOCK_K:  # noqa: SIM114 - constexpr branch, then a run-time one
             acc, accf = _flush(acc, accf, k0 // GROUP_SIZE, s_ptr, offs_n, nmask, G,
-                               bq, gstar, HAS_BIAS_INT, GROUP_SIZE)  # fmt: skip
+                               bq, gstar, HAS_BIAS_INT)  # fmt: skip
         elif not PER_CHANNEL and (k0 + BLOCK_K) % GROUP_SIZE == 0:
             acc, accf = _flush(acc, accf, k0 // GROUP_SIZE, s_ptr, offs_n, nmask, G,
-                               bq, gstar, HAS_BIAS_INT, GROUP_SIZE)  # fmt: skip
+                               bq, gstar, HAS_BIAS_INT)  # fmt: skip
     if SPLIT_K > 1:
         part = p_ptr + pid_k.to(tl.int64) * M * N + offs_m.to(tl.int64)[:, None] * N
         pmask = mmask[:, None] & nmask[None, :]
@@ -177,19 +171,25 @@ GEMV_ROWS = 3
 """W4A8 decode takes the dp4a GEMV (w4a8_gemv: the codes loaded once for every row, up to
 its MAX_ROWS) up to this many rows (symmetric activations: below ROWS_MMA_FROM), the matrix
 units above (w4a8_mma), with programmatic dependent launch up to here (triton_linear._pdl).
-H200, session 34: M 3 18.6-20.8 us on the GEMV against decode_mma's 21.3-23.9, M 4 a tie."""
+H200, session 34: M 3 20.8 / 18.6 / 19.1 us on the GEMV against decode_mma's 23.9 / 21.3 /
+23.5 (8192^2 / 4096 x 14336 / 14336 x 4096), M 4 a tie: the GEMV's dp4a work grows with rows."""
 
 ROWS_MMA = os.environ.get("AOQ_W4A8_ROWS", "1") != "0"
 """Off: W4A8 decode takes decode_mma above GEMV_ROWS, not w4a8_mma (A/B runs; session 40)."""
 
 ROWS_MMA_FROM = 3
 """W4A8 decode takes w4a8_mma (the integer MMA on row-major codes) from this many rows,
-before the GEMV's GEMV_ROWS: at M 3, 18.6-22.4 us against the GEMV's 25.2-27.6 (H100,
-sessions 40-41, bench/NOTES.md); M 2 mixed, so it keeps the GEMV."""
+before the GEMV's GEMV_ROWS. H100 (``python -m bench.decode_rows --formats w4a8gemv --ms 2,3
+--extra '{"w4a8gemv": [{"MMA": true}]}'``, session 40): M 3 22.4 / 18.6 / 21.7 us against
+the GEMV's 26.6 / 25.2 / 25.4 (zero points, session 41: 22.0 / 19.1 / 20.8 against 27.6 /
+25.6 / 26.3); M 2 mixed, so it keeps the GEMV."""
 
 PDL_ROWS = 2
 """W8A8, W4A8 and fp8 decode take programmatic dependent launch (``pdl``) up to this many
-rows: 0.3-0.9 us less at M 1 and 2, a tie at 8 and 16 (H100, session 21; bench/NOTES.md)."""
+rows. H100, graph replays as above (``python -m bench.decode_rows --formats
+w4a8gemv,w8a8act,fp8act``, session 21), plain -> PDL at M 1: W4A8 22.7 / 20.6 / 22.4 -> 22.0
+/ 19.8 / 21.6 us, W8A8 30.8 / 27.6 / 29.0 -> 29.9 / 27.0 / 28.1, fp8 row 30.6 / 27.9 / 28.1
+-> 29.8 / 27.2 / 27.8; M 2 0.7 us less; at M 8 and 16 within +-0.9 us either way."""
 
 
 def int_act_mm_triton(
