@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 import sys
 import time
 from pathlib import Path
@@ -108,6 +109,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     import pytest
 
+    # its own pytest session, never an xdist worker: started from one (a test under
+    # `pytest -n`), pytest-benchmark would read the inherited variables and disable itself
+    for k in [k for k in os.environ if k.startswith("PYTEST_XDIST")]:
+        del os.environ[k]
     code = int(pytest.main(pytest_args(args, backend, argv, started)))
     if code == pytest.ExitCode.NO_TESTS_COLLECTED:
         print(f"bench: no test matches --only {args.only}", file=sys.stderr)
