@@ -1,10 +1,11 @@
 """Where aoq's eager host time per quantized linear goes, layer by layer.
 
-    python -m bench.host_profile [--configs int4wo-g128,w8a8] [--k 1024] [--profile]
+    python -m bench.host_profile [--configs int4wo-g128,w8a8] [--k 1024] [--m 1] [--profile]
 
-For each config: Linear(K, K) at M=1 in bf16 on the GPU (kernels shorter than their launches,
-so the host never waits), timed as batches of back-to-back calls with the device synchronised
-outside the batches; min and median µs per call over the batches. Layers, outermost first:
+For each config: Linear(K, K) at M=1 (``--m`` rows) in bf16 on the GPU (kernels shorter than
+their launches, so the host never waits), timed as batches of back-to-back calls with the
+device synchronised outside the batches; min and median µs per call over the batches.
+Layers, outermost first:
 
     F.linear     the user's call: a replay of its recorded plan (aoq/plans.py) where it has one
     ... no plan  the same with plans off: subclass __torch_function__, dispatch, the kernel
@@ -62,10 +63,10 @@ def _layer(config: Any, k: int) -> Any:
     return layer.weight
 
 
-def profile_config(config: Any, k: int) -> tuple[dict[str, tuple[float, float]], str]:
+def profile_config(config: Any, k: int, m: int = 1) -> tuple[dict[str, tuple[float, float]], str]:
     """Per layer (min, median) µs, and what aoq/plans.py holds for the call."""
     w = _layer(config, k)
-    x = torch.randn(1, k, device="cuda", dtype=torch.bfloat16)
+    x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
     impl, *_ = dispatch.select(w.scheme, x, w, None)
     with torch.no_grad():
         out = {"F.linear": per_call_us(lambda: F.linear(x, w))}
@@ -103,10 +104,10 @@ def _replay_layers(w: Any, x: torch.Tensor) -> dict[str, tuple[float, float]]:
     }
 
 
-def references(k: int) -> dict[str, tuple[float, float]]:
-    x = torch.randn(1, k, device="cuda", dtype=torch.bfloat16)
+def references(k: int, m: int = 1) -> dict[str, tuple[float, float]]:
+    x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
     w = torch.randn(k, k, device="cuda", dtype=torch.bfloat16)
-    y = torch.empty(1, k, device="cuda", dtype=torch.bfloat16)
+    y = torch.empty(m, k, device="cuda", dtype=torch.bfloat16)
     return {
         "bf16 F.linear": per_call_us(lambda: F.linear(x, w)),
         "torch.empty": per_call_us(lambda: torch.empty((1, k), device="cuda")),
@@ -117,9 +118,9 @@ def references(k: int) -> dict[str, tuple[float, float]]:
     }
 
 
-def cprofile(config: Any, k: int, calls: int = 2000) -> str:
+def cprofile(config: Any, k: int, m: int = 1, calls: int = 2000) -> str:
     w = _layer(config, k)
-    x = torch.randn(1, k, device="cuda", dtype=torch.bfloat16)
+    x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
     with torch.no_grad():
         F.linear(x, w)
         prof = cProfile.Profile()
@@ -137,19 +138,20 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--configs", default="", help="comma-separated config ids (default: all)")
     ap.add_argument("--k", type=int, default=1024)
+    ap.add_argument("--m", type=int, default=1, help="rows of x")
     ap.add_argument("--profile", action="store_true", help="cProfile the F.linear loop")
     args = ap.parse_args(argv)
     wanted = [c for c in args.configs.split(",") if c]
     configs = [c for c in inference_configs() if not wanted or c.id in wanted]
-    for name, (lo, mid) in references(args.k).items():
+    for name, (lo, mid) in references(args.k, args.m).items():
         print(f"{name:<40} min {lo:7.1f} us  median {mid:7.1f} us")
     for config in configs:
-        layers, state = profile_config(config, args.k)
+        layers, state = profile_config(config, args.k, args.m)
         print(f"\n{config.id} ({state})")
         for name, (lo, mid) in layers.items():
             print(f"  {name:<38} min {lo:7.1f} us  median {mid:7.1f} us")
         if args.profile:
-            print(cprofile(config, args.k))
+            print(cprofile(config, args.k, args.m))
 
 
 if __name__ == "__main__":
