@@ -58,6 +58,12 @@ MIN_K_PER_SPLIT = 512
 """A split shorter than this spends more on its partial and prologue than it saves."""
 FUSED = os.environ.get("AOQ_FUSED_SPLITK", "1") != "0"
 """Off: every split launch is followed by the reduction kernel (A/B runs, bisecting)."""
+FUSED_MAX_M = 8
+"""Eager calls fuse the reduction up to this many rows (graph replays never do): a column
+tile's last program sums all of its rows alone. H200, int8wo / fp8wo at 4096^2 (session 47):
+at 1, 2, 4 rows the fused launch took 5.2-6.7 us a call against two launches' 7.9-16.4
+(bench.host_profile --m); at 16-128 rows two launches took 0-34 us less in 17 of 18 eager
+weight-only bench cells (runs d445eb / 23d2f6; int8wo 4096^2 M 128 56.0 -> 22.7 us)."""
 CHAIN = os.environ.get("AOQ_SPLITK_PDL", "1") != "0"
 """Off: the reduction kernel is launched plainly, never chained (A/B runs, bisecting)."""
 MIN_COUNTERS = 4096
@@ -166,13 +172,14 @@ def plan(
     """The split for an [M, N] output ``y`` (``forced``: a test's choice; ``per_sm`` and
     ``exact``: :func:`split_k`), its range length, a [split, M, N] partials buffer when
     split > 1, and counters for ``n_programs`` column tiles when the reduction is fused
-    (``fused`` False: never, for kernels whose column tiles do not hold every row)."""
+    (``fused`` False: never, for kernels whose column tiles do not hold every row; nor past
+    FUSED_MAX_M rows)."""
     split, k_split = _ranges(backend, y.device, n_programs, k, k_align, forced, per_sm, exact)
     m, n = y.shape
     if split == 1:
         return Plan(1, k_split, y, None)
     part = torch.empty((split, m, n), dtype=part_dtype, device=y.device)
-    cnt = counters(y.device, n_programs) if fused else None
+    cnt = counters(y.device, n_programs) if fused and m <= FUSED_MAX_M else None
     return Plan(split, k_split, part, cnt, CHAIN and cnt is None and pdl(y.device))
 
 

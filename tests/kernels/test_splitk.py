@@ -138,6 +138,17 @@ def test_epilogue_bits_and_tail():
     assert splitk.plan(y, splitk.Backend.INTERPRET, 1, 128, 64).counters is None  # no split
 
 
+def test_the_reduction_is_fused_up_to_fused_max_m_rows():
+    """Past FUSED_MAX_M rows the split takes the reduction kernel: the fused tail's last
+    program sums all of its tile's rows alone (slower past a few rows, bench.host_profile)."""
+    for m in (1, splitk.FUSED_MAX_M, splitk.FUSED_MAX_M + 1, 64):
+        y = torch.empty(m, 8)
+        p = splitk.plan(y, splitk.Backend.INTERPRET, 1, 1024, 64, forced=2)
+        assert p.split == 2 and (p.counters is not None) == (m <= splitk.FUSED_MAX_M), m
+        never = splitk.plan(y, splitk.Backend.INTERPRET, 1, 1024, 64, 2, fused=False)
+        assert never.counters is None
+
+
 def test_counters_are_per_stream_and_grow(monkeypatch):
     monkeypatch.setattr(splitk, "_COUNTERS", {})
     cpu = torch.device("cpu")
