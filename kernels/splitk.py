@@ -23,8 +23,8 @@ bits as the separate kernel) and resets the counter to zero. One launch instead 
 launch costs ~4 us of host time, more than the whole reduction kernel's device time. The
 counters live per (device, stream) (:func:`counters`): kernels on one stream run one after
 the other, so each finds its counters at zero, and every kernel leaves them at zero. Under
-CUDA-graph capture (a graph may be replayed on any stream, or on two at once) and with
-``AOQ_FUSED_SPLITK=0`` the separate reduction kernel runs instead.
+CUDA-graph capture (a graph may be replayed on any stream, or on two at once), past
+FUSED_MAX_M rows and with ``AOQ_FUSED_SPLITK=0`` the separate reduction kernel runs instead.
 
 Where the GPU has programmatic dependent launch (sm90 and later, _common.pdl) that reduction
 kernel is chained to the split kernel (:attr:`Plan.chain`): the split kernel lets its
