@@ -4,7 +4,7 @@ VENV    ?= .venv
 BACKEND ?= auto
 QUICK   ?=
 # pytest-xdist for the unit and interpreter suites: one worker a core, at most 8 (CI's two
-# cores halve the interpreter's hour of single-threaded Python). PYTEST_JOBS= runs serially.
+# cores take the interpreter suite from 25 min to 11). PYTEST_JOBS= runs serially.
 PYTEST_JOBS ?= -n auto --maxprocesses 8 --dist loadgroup
 # AOQ_PYTHON: an interpreter that already has aoq's dependencies (the container images set it);
 # then no venv is made and nothing is installed.

@@ -1,25 +1,28 @@
-"""Why eager cells at K = N = 4096 read 55-90 µs a call where their graph replays read 13-22.
+"""Why eager cells at K = N = 4096 read 24-107 µs a call late in run 06528f, where their
+graph replays read 7-17 (bench/NOTES.md session 47).
 
-``python -m bench.eager_probe [--m 16] [--k 4096] [--n 4096] [--config int8wo]``: one
-process times bf16 ``F.linear``'s eager pass (bench.timing, the bench's own rotation of
-copies) and its host µs a call, in stages: fresh; after an attempt to capture torchao's
-calls of the same config as a CUDA graph, then after their eager pass (what bench/test_linear
-runs before aoq's cell); after 0.5 s of matmuls; with Python's garbage collector disabled
-during the pass; after ``gc.freeze()``. Each stage prints p50 / min µs and the collector's
-counts, so a slow stage names what it follows.
+``python -m bench.eager_probe [--m 16] [--k 4096] [--n 4096] [--config int8wo]
+[--collector-on]``: one process times bf16 ``F.linear``'s eager pass (bench.timing, the
+bench's own rotation of copies) and its host µs a call, in stages: fresh; after an attempt to
+capture torchao's calls of the same config as a CUDA graph, then after their eager pass (what
+bench/test_linear runs before aoq's cell); after 0.5 s of matmuls; after ``gc.collect()``;
+after ``gc.freeze()``. Each stage prints p50 / min µs and the collector's counts, so a slow
+stage names what it follows. The bench samples with Python's garbage collector off
+(``timing.collector_off``, since session 47); ``--collector-on`` leaves it on, as before.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import statistics
 import time
 
 import torch
-import torch.nn.functional as F
 
 from bench import baselines as bl
+from bench import timing
 from bench.timing import NotCapturable, Rotation, cuda_graph, device_time, warm_gpu
 
 
@@ -53,7 +56,10 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=4096)
     ap.add_argument("--copies", type=int, default=15)
     ap.add_argument("--config", default="int8wo")
+    ap.add_argument("--collector-on", action="store_true", help="sample with gc enabled")
     a = ap.parse_args()
+    if a.collector_on:
+        timing.collector_off = contextlib.nullcontext  # type: ignore[assignment]  # read per call
     dev = torch.device("cuda")
     torch.manual_seed(0)
     ws = [torch.randn(a.n, a.k, device=dev, dtype=torch.bfloat16) for _ in range(a.copies)]
@@ -77,15 +83,10 @@ def main() -> None:
         _stage("bf16 after 0.5 s of matmuls", dense)
     except Exception as e:  # noqa: BLE001 - a probe reports and goes on
         print(f"torchao {a.config}: {type(e).__name__}: {e}")
-    gc.disable()
-    _stage("bf16, gc disabled", dense)
-    gc.enable()
     gc.collect()
     _stage("bf16 after gc.collect()", dense)
     gc.freeze()
     _stage("bf16 after gc.freeze()", dense)
-    y = [F.linear(x, w) for x, w in zip(xs, ws, strict=True)]
-    del y
 
 
 if __name__ == "__main__":
