@@ -185,8 +185,9 @@ def test_split_rule_powers_of_two_or_exactly_one_wave(monkeypatch):
 
 def test_the_reduction_is_chained_only_unfused_and_where_the_gpu_has_pdl(monkeypatch):
     """Plan.chain (the split kernel's TRIGGER, the reduction launched with programmatic
-    dependent launch): only with a split, a reduction kernel (no counters: graph capture or
-    AOQ_FUSED_SPLITK=0), a GPU that has PDL, and CHAIN on; finish passes it on."""
+    dependent launch): only with a split, a reduction kernel (no counters: graph capture,
+    past FUSED_MAX_M rows or AOQ_FUSED_SPLITK=0), a GPU that has PDL, and CHAIN on; finish
+    passes it on."""
     from aoq.backends import Backend
 
     y = torch.empty(1, 64)
@@ -197,6 +198,10 @@ def test_the_reduction_is_chained_only_unfused_and_where_the_gpu_has_pdl(monkeyp
         return splitk.plan(y, Backend.INTERPRET, 1, 4096, 64, split).chain
 
     assert chain(4) and not chain(1)
+    rows = torch.empty(splitk.FUSED_MAX_M + 1, 64)
+    monkeypatch.setattr(splitk, "counters", lambda device, n: torch.zeros(4, dtype=torch.int32))
+    assert splitk.plan(rows, Backend.INTERPRET, 1, 4096, 64, 4).chain  # too many rows to fuse
+    monkeypatch.setattr(splitk, "counters", lambda device, n: None)
     monkeypatch.setattr(splitk, "CHAIN", False)
     assert not chain(4)
     monkeypatch.setattr(splitk, "CHAIN", True)
