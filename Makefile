@@ -4,8 +4,9 @@ VENV    ?= .venv
 BACKEND ?= auto
 QUICK   ?=
 # pytest-xdist for the unit and interpreter suites: one worker a core, at most 8 (CI's two
-# cores take the interpreter suite from 25 min to 11). PYTEST_JOBS= runs serially.
-PYTEST_JOBS ?= -n auto --maxprocesses 8 --dist loadgroup
+# cores take the interpreter suite from 25 min to 11), a file's tests on one worker (the
+# container tests share their engine fixture's images). PYTEST_JOBS= runs serially.
+PYTEST_JOBS ?= -n auto --maxprocesses 8 --dist loadfile
 # AOQ_PYTHON: an interpreter that already has aoq's dependencies (the container images set it);
 # then no venv is made and nothing is installed.
 ifdef AOQ_PYTHON

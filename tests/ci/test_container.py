@@ -16,9 +16,10 @@ from ci.container import TIMED_OUT, ContainerError, Job, run
 from ci.context import BuildSpec
 from ci.devices import DeviceError, device_options
 
-# one xdist worker takes them all: the engine fixture's teardown removes the images made
-# during its session, which another worker's tests could be using
-pytestmark = [pytest.mark.container, pytest.mark.xdist_group("docker")]
+# under pytest-xdist these run on one worker (make's PYTEST_JOBS: --dist loadfile): the engine
+# fixture's teardown removes the images made during its session, and test_ctrl_c takes any
+# running runner container for its own
+pytestmark = pytest.mark.container
 RECORD = json.dumps({"type": "record", "case_id": "x"})
 
 
