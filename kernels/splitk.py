@@ -58,12 +58,13 @@ MIN_K_PER_SPLIT = 512
 """A split shorter than this spends more on its partial and prologue than it saves."""
 FUSED = os.environ.get("AOQ_FUSED_SPLITK", "1") != "0"
 """Off: every split launch is followed by the reduction kernel (A/B runs, bisecting)."""
-FUSED_MAX_M = 8
+FUSED_MAX_M = int(os.environ.get("AOQ_FUSED_MAX_M", "8"))
 """Eager calls fuse the reduction up to this many rows (graph replays never do): a column
 tile's last program sums all of its rows alone. H200, int8wo / fp8wo at 4096^2 (session 47):
 at 1, 2, 4 rows the fused launch took 5.2-6.7 us a call against two launches' 7.9-16.4
 (bench.host_profile --m); at 16-128 rows two launches took 3-33 us less in 17 of 18 eager
-weight-only bench cells (runs d445eb / 23d2f6; int8wo 4096^2 M 128 56.0 -> 22.7 us)."""
+weight-only bench cells (runs d445eb / 23d2f6; int8wo 4096^2 M 128 56.0 -> 22.7 us).
+``AOQ_FUSED_MAX_M`` sets it (A/B runs)."""
 CHAIN = os.environ.get("AOQ_SPLITK_PDL", "1") != "0"
 """Off: the reduction kernel is launched plainly, never chained (A/B runs, bisecting)."""
 MIN_COUNTERS = 4096
