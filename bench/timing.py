@@ -166,6 +166,10 @@ class HostClock:
         return _per_run(order, out, len(runs))
 
 
+COLLECT_FIRST = os.environ.get("AOQ_BENCH_COLLECT_FIRST", "0") == "1"
+"""A/B runs: collect before turning the collector off (session 47's first version)."""
+
+
 @contextlib.contextmanager
 def collector_off() -> Iterator[None]:
     """Python's cyclic garbage collector off until the block ends (as ``timeit`` does): a
@@ -176,6 +180,8 @@ def collector_off() -> Iterator[None]:
     1df5cb, which collected, reached its 379th of 417 cells at 5m32s where 06528f reached
     its 415th of 465 at 3m40s)."""
     was = gc.isenabled()
+    if COLLECT_FIRST:
+        gc.collect()
     gc.disable()
     try:
         yield
