@@ -11,8 +11,6 @@ process: no pytest-xdist here (timings of neighbours on one GPU would disturb ea
 from __future__ import annotations
 
 import fnmatch
-import gc
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,13 +26,6 @@ from bench.timer import Timer
 
 KINDS = ("host", "kernel", "training", "baseline", "peer", "cell")
 """The parameters that make a bench test (see bench/cases.py)."""
-CELL_GC = os.environ.get("AOQ_BENCH_CELL_GC", "1") != "0"
-"""After each timed test on a GPU: a full collection, then torch's cached blocks handed back.
-Device blocks held by a finished cell's reference cycles stay allocated until a collection,
-and the samples themselves run with the collector off (timing.collector_off). Without it
-(session 48, H200), int4wo M16 at 8192^2 read 18.3-19.9 us as a graph replay in five runs,
-against 16.8-17.0 in four runs whose timings collected first; ``AOQ_BENCH_CELL_GC=0`` turns
-it off (A/B runs)."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -226,6 +217,4 @@ def timer(request: pytest.FixtureRequest, bench: BenchSession) -> Iterator[Timer
     if gpu:
         import torch
 
-        if CELL_GC:
-            gc.collect()  # the cell's reference cycles, and the device blocks they hold
         torch.cuda.empty_cache()

@@ -1,6 +1,7 @@
 """What a bench run ran on, for ``RunInfo.extra["machine"]``: device name and arch, clocks
 and driver where the vendor tool answers, CPU model and threads, torch / triton / torchao
-versions and the git sha. Nothing here may fail a run: an unreadable item says why."""
+versions, the git sha, and the AOQ_* switches set (A/B runs: a row timed under one says so).
+Nothing here may fail a run: an unreadable item says why."""
 
 from __future__ import annotations
 
@@ -57,6 +58,13 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def switches() -> dict[str, str]:
+    """The AOQ_* environment variables set for this run (the sha override aside: it is the
+    run's git_sha)."""
+    env = sorted(os.environ.items())
+    return {k: v for k, v in env if k.startswith("AOQ_") and k != "AOQ_GIT_SHA"}
+
+
 def machine_info(run: RunInfo, device: torch.device, torchao: str | None) -> dict[str, Any]:
     """Everything in one place (the run header's own torch / triton / git_sha included)."""
     info: dict[str, Any] = {
@@ -68,6 +76,7 @@ def machine_info(run: RunInfo, device: torch.device, torchao: str | None) -> dic
         "triton": run.triton,
         "torchao": torchao,
         "git_sha": run.git_sha,
+        "aoq_env": switches(),
     }
     if device.type == "cuda":
         index = device.index or 0

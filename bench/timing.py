@@ -166,19 +166,24 @@ class HostClock:
         return _per_run(order, out, len(runs))
 
 
-COLLECT_FIRST = os.environ.get("AOQ_BENCH_COLLECT_FIRST", "0") == "1"
-"""A/B runs: collect before turning the collector off (session 47's first version)."""
+COLLECT_FIRST = os.environ.get("AOQ_BENCH_COLLECT_FIRST", "1") != "0"
+"""Collect before the collector goes off. Session 48, H200, int4wo M16 at 8192^2 as a graph
+replay, the same code in one call, taking turns: 16.9 / 16.9 us collecting first, 19.7 / 19.6
+not (runs 7715a0, 5f5ca7 / 8cd01c, 4dc049). Runs with the collector left on all the while
+(06528f and before) read 16.7-16.8, so the slow state is the collector off with garbage left
+uncollected; why a device-side time moves with it is not known. ``AOQ_BENCH_COLLECT_FIRST=0``
+skips it (A/B runs; a goal bench then takes ~3.6 min on an H200 against ~5.5)."""
 
 
 @contextlib.contextmanager
 def collector_off() -> Iterator[None]:
-    """Python's cyclic garbage collector off until the block ends (as ``timeit`` does): a
-    collection that falls inside an eager pass stalls its launches, and its cost grows with
-    what the process holds, so a long run's late rows would pay more than its early ones.
-    Nothing is collected first: a full collection of a process that has run torch.compile
-    (~450 k objects) took 0.5 s on a 2-core CI machine, and a cell times several passes (run
-    1df5cb, which collected, reached its 379th of 417 cells at 5m32s where 06528f reached
-    its 415th of 465 at 3m40s)."""
+    """Python's cyclic garbage collector collected (COLLECT_FIRST), then off until the block
+    ends (as ``timeit`` does): a collection that falls inside an eager pass stalls its
+    launches, and its cost grows with what the process holds, so a long run's late rows
+    would pay more than its early ones. The collection costs: 0.5 s for a process that has
+    run torch.compile (~450 k objects) on a 2-core CI machine, and a cell times several
+    passes (run 1df5cb, which collected, reached its 379th of 417 cells at 5m32s where
+    06528f reached its 415th of 465 at 3m40s)."""
     was = gc.isenabled()
     if COLLECT_FIRST:
         gc.collect()

@@ -1,6 +1,8 @@
 """``python -m bench --backend cpu --quick`` end to end: the run's JSONL and store rows follow
 aoq.testing.benchrows (what `reports` and `reports compare` read)."""
 
+import os
+
 import pytest
 
 from aoq.testing.benchrows import CEILING, LATENCY, parse_case
@@ -15,7 +17,7 @@ def test_run_header_says_where_and_with_what(quick):
     assert run.kind == "bench" and run.backend == "cpu" and run.arch == "cpu"
     assert run.extra["quick"] is True and run.extra["argv"][0] == "bench"
     machine = run.extra["machine"]
-    assert {"cpu", "cpu_count", "torch", "triton", "git_sha", "torchao"} <= set(machine)
+    assert {"cpu", "cpu_count", "torch", "triton", "git_sha", "torchao", "aoq_env"} <= set(machine)
 
 
 def test_timed_rows_follow_the_schema(quick):
@@ -77,3 +79,15 @@ def test_store_holds_the_same_rows_and_the_summary_is_printed(quick):
     assert "aoq linear speedup vs bf16 F.linear" in proc.stdout
     assert "us over bf16 F.linear)" in proc.stdout  # the host rows, against bf16's own host time
     assert seconds < 120, f"the quick CPU bench took {seconds:.0f}s"
+
+
+def test_machine_names_the_aoq_switches_set(monkeypatch):
+    """A run timed under an A/B switch says so in its header (the sha override aside)."""
+    from bench.machine import switches
+
+    for k in [k for k in os.environ if k.startswith("AOQ_")]:
+        monkeypatch.delenv(k)
+    monkeypatch.setenv("AOQ_FUSED_MAX_M", "16")
+    monkeypatch.setenv("AOQ_GIT_SHA", "abc")
+    monkeypatch.setenv("NOT_AOQ", "1")
+    assert switches() == {"AOQ_FUSED_MAX_M": "16"}

@@ -150,6 +150,26 @@ def test_device_time_samples_with_the_collector_off(graph):
         gc.enable()
 
 
+def test_collector_off_collects_first_unless_switched_off(monkeypatch):
+    """COLLECT_FIRST (the default): a cycle made before the block is gone inside it; off
+    (AOQ_BENCH_COLLECT_FIRST=0, A/B runs), the block leaves it for later."""
+    import weakref
+
+    class Node:
+        pass
+
+    for collect, freed in ((True, True), (False, False)):
+        monkeypatch.setattr(timing, "COLLECT_FIRST", collect)
+        a, b = Node(), Node()
+        a.other, b.other = b, a  # a reference cycle only the collector frees
+        ref = weakref.ref(a)
+        del a, b
+        with timing.collector_off():
+            assert (ref() is None) is freed
+        gc.collect()
+        assert ref() is None
+
+
 def test_device_time_shrinks_reps_to_the_cap():
     calls[0] = 0
     t = timing.device_time(Rotation([_count]), False, reps=40, cap_s=0.0005, clock=FakeClock())
