@@ -104,7 +104,7 @@ split up to one full wave, not only powers of two), orientation (WT), scale pref
 - ROWS (a tile key): the rows x is padded to, 16, or 8 at M <= 8 where ``rows8`` (on NVIDIA
   and the interpreter; AMD has no n = 8 MMA): half the MMAs, x loads and x and accumulator
   registers of 16 (sm90: int4's loop 393 -> 342 instructions, 168 -> 128 registers; int8
-  473 -> 399, 112 -> 80). The same bits as 16 rows (tests/kernels/test_decode_mma.py, on an
+  473 -> 399, 112 -> 80). The same bits as 16 rows (tests/kernels/test_decode_mma_rows.py, on an
   H100). H100 graph replays, 16 -> 8 rows at M 1 (``python -m bench.decode_rows``, session
   19): int4 21.3 / 19.5 / 19.2 -> 20.2 / 18.6 / 18.4 us, int8 28.6 / 26.1 / 26.0 -> 28.0 /
   24.5 / 25.4, fp8 28.8 / 26.8 / 26.8 -> 28.9 / 26.0 / 26.2, W4A8 24.9 / 23.4 / 22.7 ->

@@ -8,6 +8,7 @@ integer and float32 path) and on a GPU (the inline assembly)."""
 import pytest
 import torch
 from _mx_cases import DEV, NEEDS_KERNELS, OUT, one_hot_decodes, out_dtype, random_case, same
+from _pairwise import pairwise
 from aoq.kernels import decode_mma as dm
 from aoq.kernels._common import WeightFormat
 
@@ -24,7 +25,10 @@ SMALL = {E3M2: [0, 1, 2, 60, 100, 127, 129, 130], E2M3: [0, 1, 2, 60, 100, 126, 
 """E8M0 bytes whose 2**(b - 3) (e2m3: 2**(b - 1)) is a bf16: one multiply."""
 LARGE = [131, 140, 200, 250]
 """Bytes past both limits (every fp6 value stays finite up to 250: 28 * 2**123)."""
-IDS = {E3M2: "e3m2", E2M3: "e2m3"}
+WFMTS = {"e3m2": E3M2, "e2m3": E2M3}
+XDTS = {"bf16": torch.bfloat16, "fp16": torch.float16}
+BIG = {"one-multiply": False, "big": True}
+HOST = {"host-flag": True, "device-flag": False}
 
 
 def _flag(scale: torch.Tensor, wfmt, host: bool = True) -> torch.Tensor:
@@ -56,10 +60,13 @@ def _weight(wfmt, n: int, k: int, bytes_: list[int], dtype=torch.bfloat16, seed:
     return pack_mx_codes(codes, elem).to(DEV), scale.to(DEV), want
 
 
-@pytest.mark.parametrize("wfmt", [E3M2, E2M3], ids=IDS.get)
-@pytest.mark.parametrize("big", [False, True], ids=["one-multiply", "big"])
-@pytest.mark.parametrize("host", [True, False], ids=["host-flag", "device-flag"])
-@pytest.mark.parametrize("xdt", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+# every element x scale path x activation dtype (each code under each byte, rounded to x's
+# dtype), and every element x scale path with the BIG flag known on the host (BIG 0 or 1
+# compiled) and on the device (BIG 2): 8 of 16 cases
+@pytest.mark.parametrize(
+    "wfmt,big,xdt,host",
+    pairwise(WFMTS, BIG, XDTS, HOST, full=[(0, 1, 2), (0, 1, 3)]),
+)
 def test_one_hot_is_each_emulated_weight_exactly(wfmt, big, host, xdt):
     """Row r of x is e_k for 16 columns k at a time: y[r, n] = the emulated path's weight
     [n, k] in x's dtype (one exact product and zeros), every code at every position of its
@@ -77,14 +84,16 @@ def test_one_hot_is_each_emulated_weight_exactly(wfmt, big, host, xdt):
             assert y[0, 5].isnan() and (xdt != torch.bfloat16 or y[3, 4].item() == float("inf"))
 
 
-@pytest.mark.parametrize(("m", "split"), [(1, 1), (5, 3), (16, 2)])
-@pytest.mark.parametrize("wfmt", [E3M2, E2M3], ids=IDS.get)
-@pytest.mark.parametrize("xdt", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
-def test_matches_emulated_matmul(m, split, wfmt, xdt):
+# each element with each activation dtype and each (rows, split): 1 row unsplit (x padded to
+# 8), 5 rows in 3 ranges, 16 rows in 2; each pair once: 6 of 12 cases
+@pytest.mark.parametrize(
+    "rows_split,wfmt,xdt", pairwise({"1-1": (1, 1), "5-3": (5, 3), "16-2": (16, 2)}, WFMTS, XDTS)
+)
+def test_matches_emulated_matmul(rows_split, wfmt, xdt):
     """Random activations and a quantized random weight (unaligned N, a bias, K split in
     ranges; steps of four blocks of 32): the emulated path's float32-accumulated
     product, up to summation order and one rounding to x's dtype."""
-    n, k = 130, 768
+    (m, split), (n, k) = rows_split, (130, 768)
     elem = ELEMS[wfmt]
     codes, scale, x, bias, want = random_case(elem, n, k, m, xdt, m)
     q, s = pack_mx_codes(codes, elem).to(DEV), scale.view(torch.uint8).to(DEV)

@@ -10,6 +10,7 @@ import functools
 import pytest
 import torch
 from _mx_cases import DEV, GPU, NEEDS_KERNELS, OUT, one_hot_decodes, random_decode, same
+from _pairwise import pairwise
 from aoq.kernels import decode_mma as dm
 from aoq.kernels._common import WeightFormat
 
@@ -34,6 +35,12 @@ E5M2_LARGE = [143, 150, 200, 239]
 ELEMS = {FP4: MXElem.FP4_E2M1, FP8: MXElem.FP8_E4M3, E5M2: MXElem.FP8_E5M2}
 LIMIT = {FP4: 128, FP8: 134, E5M2: 142}
 FORMATS = pytest.mark.parametrize("wfmt", [FP4, FP8, E5M2], ids=["fp4", "fp8", "e5m2"])
+WFMTS = {"fp4": FP4, "fp8": FP8, "e5m2": E5M2}
+XDTS = {"bf16": torch.bfloat16, "fp16": torch.float16}
+BIG = {"one-multiply": False, "big": True}
+HOST = {"host-flag": True, "device-flag": False}
+LAYOUT = {"row-major": False, "group-major": True}
+TILES = {"default": None, "step128": {"STEP_K": 128}, "x-operand-a": {"WT": False, "num_warps": 4}}
 
 
 def _flag(scale: torch.Tensor, host: bool = True, wfmt=FP4) -> torch.Tensor:
@@ -86,11 +93,15 @@ BYTES = {
 }  # fmt: skip
 
 
-@FORMATS
-@pytest.mark.parametrize("big", [False, True], ids=["one-multiply", "big"])
-@pytest.mark.parametrize("group_major", [False, True])
-@pytest.mark.parametrize("host", [True, False], ids=["host-flag", "device-flag"])
-@pytest.mark.parametrize("xdt", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+# every format x scale path (one multiply, BIG) x activation dtype: every code under every
+# byte, rounded to x's dtype, is what this test pins, so that product stays whole, and so
+# does format x scale path x where the BIG flag is known (the host: BIG 0 or 1 compiled; the
+# device: BIG 2, read by the kernel); the scales' layout (row- or group-major strides) meets
+# every value of the others: 12 of 48 cases
+@pytest.mark.parametrize(
+    "wfmt,big,xdt,group_major,host",
+    pairwise(WFMTS, BIG, XDTS, LAYOUT, HOST, full=[(0, 1, 2), (0, 1, 4)]),
+)
 def test_one_hot_is_each_emulated_weight_exactly(wfmt, big, group_major, host, xdt):
     """Row r of x is e_k for 16 columns k at a time: y[r, n] = the emulated path's weight
     [n, k] in x's dtype (float32 products of exact values: one term and zeros), every code
@@ -111,11 +122,12 @@ def test_one_hot_is_each_emulated_weight_exactly(wfmt, big, group_major, host, x
             assert y[0, 2].isnan() and (xdt != torch.bfloat16 or y[3, 1].item() == float("inf"))
 
 
-@pytest.mark.parametrize("m", [1, 5, 16])
-@pytest.mark.parametrize("split", [1, 3])
-@pytest.mark.parametrize("tile", [None, {"STEP_K": 128}, {"WT": False, "num_warps": 4}])
-@FORMATS
-@pytest.mark.parametrize("xdt", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+# every format x activation dtype, each with every tile (steps of four blocks, of two, x as
+# operand A), row count (1 and 5 padded, 16 a full tile) and split, each pair once: 10 of
+# 108 cases (the bit-exact decode of each code is test_one_hot's)
+@pytest.mark.parametrize(
+    "wfmt,xdt,tile,m,split", pairwise(WFMTS, XDTS, TILES, [1, 5, 16], [1, 3], full=2)
+)
 def test_matches_emulated_matmul(m, split, tile, wfmt, xdt):
     """Random activations and a quantized random weight (unaligned N, a bias, K split in
     ranges; steps of two and four blocks; either MMA orientation): the emulated path's

@@ -10,6 +10,7 @@ import functools
 import pytest
 import torch
 from _mx_cases import DEV, GPU, NEEDS_KERNELS, OUT, one_hot_decodes, out_dtype, random_decode
+from _pairwise import pairwise
 from aoq.kernels import decode_mma as dm
 from aoq.kernels._common import WeightFormat
 
@@ -20,9 +21,11 @@ from aoq.testing.metrics import max_rel_error
 pytestmark = NEEDS_KERNELS
 INT8 = WeightFormat.MX_INT8
 FP8 = WeightFormat.MX_FP8
-CASES = pytest.mark.parametrize(
-    "wfmt,tile", [(INT8, None), (FP8, {"POST": True})], ids=["int8", "fp8-post"]
-)
+TILE = {INT8: None, FP8: {"POST": True}}
+"""Each format's tile: MX int8 takes the post-MMA scale always, MX fp8 under POST."""
+CASES = pytest.mark.parametrize("wfmt,tile", list(TILE.items()), ids=["int8", "fp8-post"])
+OVERS = {"default": {}, "step64": {"STEP_K": 64}, "x-operand-a": {"WT": False, "num_warps": 4}}
+XDTS = {"bf16": torch.bfloat16, "fp16": torch.float16}
 ELEMS = {INT8: MXElem.INT8, FP8: MXElem.FP8_E4M3}
 BYTES = [0, 1, 2, 7, 60, 100, 127, 134, 135, 200, 246, 254]
 """E8M0 bytes from the smallest (int8's 2**-133, e4m3's subnormal 2**-136) to the largest
@@ -86,14 +89,17 @@ def test_one_hot_is_each_weight_rounded_once(wfmt, tile, xdt):
         assert want[1, 3].item() == float("inf")
 
 
-@pytest.mark.parametrize("m,split", [(1, 1), (5, 3), (16, 3)])
-@pytest.mark.parametrize("over", [{}, {"STEP_K": 64}, {"WT": False, "num_warps": 4}])
-@CASES
-@pytest.mark.parametrize("xdt", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
-def test_matches_emulated_matmul(m, split, over, wfmt, tile, xdt):
+# each format x activation dtype, each with every tile (steps of four blocks, of two, x as
+# operand A), row count (1 and 5 padded to 8, 16) and split, each pair once: 11 of 36 cases
+@pytest.mark.parametrize(
+    "wfmt,xdt,over,m,split",
+    pairwise({"int8": INT8, "fp8-post": FP8}, XDTS, OVERS, [1, 5, 16], [1, 3], full=2),
+)
+def test_matches_emulated_matmul(m, split, over, wfmt, xdt):
     """Random activations and a quantized random weight (unaligned N, a bias, K split in
     ranges; steps of two and four blocks; either MMA orientation): the emulated path's
     float32-accumulated product, up to summation order and one rounding to x's dtype."""
+    tile = TILE[wfmt]
     flag_of = functools.partial(_flag, wfmt)
     want, y = random_decode(ELEMS[wfmt], wfmt, flag_of, m, split, xdt, {**(tile or {}), **over})
     assert max_rel_error(want, y) < 4e-3

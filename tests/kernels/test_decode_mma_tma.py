@@ -6,6 +6,7 @@ sm90 or later (TMA); the plain CPU unit run skips it."""
 
 import pytest
 import torch
+from _pairwise import pairwise
 from aoq.kernels import decode_mma as dm
 from aoq.kernels._common import INTERPRET, WeightFormat
 
@@ -21,9 +22,9 @@ DEV = "cuda" if GPU else "cpu"
 OUT = torch.bfloat16 if GPU else torch.float32  # the interpreter's kernels store float32
 
 
-@pytest.mark.parametrize("gs", [32, 64, 128])
-@pytest.mark.parametrize("m", [1, 9])
-@pytest.mark.parametrize("split", [None, 3])
+# every group size (a descriptor block of 16, 32, 64 bytes) with 8 and 16 rows, each of those
+# split and not: 6 of 12 cases
+@pytest.mark.parametrize("gs,m,split", pairwise([32, 64, 128], [1, 9], [None, 3]))
 def test_descriptor_reads_are_the_pointer_reads(gs, m, split):
     n, k = 192, 1024
     q, s, z = affine.quantize_uint4_asymmetric(torch.randn(n, k, device=DEV), gs)

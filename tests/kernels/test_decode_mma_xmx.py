@@ -8,6 +8,7 @@ order on random data: under TRITON_INTERPRET=1 and on a GPU."""
 import pytest
 import torch
 from _mx_cases import DEV, GPU, NEEDS_KERNELS, OUT
+from _pairwise import pairwise
 from aoq.kernels import decode_mma as dm
 from aoq.kernels import mx_decode as mdc
 from aoq.kernels._common import WeightFormat
@@ -17,6 +18,7 @@ from aoq.testing.metrics import max_rel_error
 
 pytestmark = NEEDS_KERNELS
 INT8 = WeightFormat.MX_INT8
+OVERS = {"default": {}, "step64": {"STEP_K": 64}, "x-operand-a": {"WT": False, "num_warps": 4}}
 NO_BIG = torch.zeros(0, dtype=torch.int32)
 """The weight's BIG flag: empty (the host knows no byte is beyond int8's one path)."""
 
@@ -60,9 +62,10 @@ def test_one_block_is_the_emulated_value_bit_for_bit(m):
     assert torch.equal(got[ok], want[ok])
 
 
-@pytest.mark.parametrize("m,split", [(1, 1), (5, 3), (16, 3)])
-@pytest.mark.parametrize("bs", [32, 64, 256])
-@pytest.mark.parametrize("over", [{}, {"STEP_K": 64}, {"WT": False, "num_warps": 4}])
+# every block size (several blocks a step, one, a step inside one) on every tile (steps of
+# 128 or 64, x as operand A) and each with every row count (1 and 5 padded to 8, 16) and
+# split, each pair once: 9 of 27 cases
+@pytest.mark.parametrize("bs,over,m,split", pairwise([32, 64, 256], OVERS, [1, 5, 16], [1, 3]))
 def test_matches_emulated_matmul(m, split, bs, over):
     """Random codes and bytes, N unaligned, a bias, K split; steps of one or more blocks;
     either MMA orientation: the emulated float32 product up to summation order."""

@@ -9,6 +9,7 @@ inline-assembly path, bf16 128.0 or fp16 1024.0 as the base); the plain CPU unit
 import pytest
 import torch
 from _mx_cases import DEV, GPU, NEEDS_KERNELS, OUT
+from _pairwise import pairwise
 from aoq.kernels import decode_mma as dm
 from aoq.kernels._common import WeightFormat
 
@@ -55,9 +56,8 @@ def test_zero_point_operand_one_hot_is_each_weight_exactly(gs, zmma, xdt):
         assert torch.equal(got.float().T, w[:, k0 : k0 + 8].to(got.dtype).float()), k0
 
 
-@pytest.mark.parametrize("zmma", [1, 2])
-@pytest.mark.parametrize("split", [None, 3])
-@pytest.mark.parametrize("m", [1, 5])
+# each ZMMA form with 1 and 5 rows and with K split and not, each pair once: 4 of 8 cases
+@pytest.mark.parametrize("zmma,m,split", pairwise([1, 2], [1, 5], [None, 3]))
 def test_zero_point_operand_matches_the_subtraction(m, split, zmma):
     """Random rows: the same products as int4_codes's subtraction up to the float32 rounding
     of the larger sums (the cancellation of (base + z) times x's group sum), tiled codes and

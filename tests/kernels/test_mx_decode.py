@@ -10,6 +10,7 @@ import itertools
 import pytest
 import torch
 import torch.nn.functional as F
+from _pairwise import pairwise
 from aoq.kernels import mx_decode as mdc
 from test_mx_cast import run_interpreted
 
@@ -20,6 +21,7 @@ from aoq.formats.packing import pack_uint4
 from aoq.tensors.mx import big_scale_flag
 
 ULP = {torch.bfloat16: 2.0**-7, torch.float16: 2.0**-10}
+XDTS = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 def _weight(elem: MXElem | None, n: int, k: int, bs: int, g: torch.Generator):
@@ -101,11 +103,23 @@ def _rows(k: int, g: torch.Generator) -> dict[str, torch.Tensor]:
     return {"wide": wide, "nan": nan, "ties": ties, "zeros": torch.zeros(1, k)}
 
 
+def _one_row_plan(cases: int, rows: dict) -> list[list[tuple]]:
+    """Per case, its (row name, dtype, split) runs: every case x row, every case x dtype and
+    x split, and every pair of row, dtype and split (the one-row checks' launches are a
+    second or more each under the interpreter)."""
+    plan: list[list[tuple]] = [[] for _ in range(cases)]
+    for p in pairwise(list(range(cases)), list(rows), XDTS, [None, 3], full=[(0, 1), (0, 2)]):
+        plan[p.values[0]].append(p.values[1:])
+    return plan
+
+
 def check_one_row_matches_two_launches(device: str, n: int = 72, k: int = 320) -> list[str]:
     """mx_decode_triton's one_row (x's quantize-dequantize inside the decode kernel) against the
     activation kernel then mx_decode_triton, bit for bit: every MX element x both scale
-    roundings, NVFP4; bf16 / fp16 rows (wide magnitudes, a NaN, ties, all zeros); split
-    None and 3; K = 320 leaves a K tail."""
+    roundings, NVFP4, each with every row (wide magnitudes, a NaN, ties, all zeros), in
+    bf16 or fp16, split None or 3, chosen so that each case takes both dtypes and both splits
+    and every pair of row, dtype and split runs (:func:`_one_row_plan`: 52 pairs of
+    launches where every combination was 208); K = 320 leaves a K tail."""
     from aoq.kernels.mx_cast import mx_cast_triton
     from aoq.kernels.nvfp4_act import nvfp4_qdq_triton
 
@@ -113,34 +127,31 @@ def check_one_row_matches_two_launches(device: str, n: int = 72, k: int = 320) -
     g = torch.Generator().manual_seed(3)
     rows = _rows(k, g)
     cases = [(e, 32, r) for e in MXElem for r in ("floor", "rceil")] + [(None, 16, "floor")]
-    for elem, bs, rule in cases:
+    plan = _one_row_plan(len(cases), rows)
+    for c, (elem, bs, rule) in enumerate(cases):
         q, s, ts, _ = (t.to(device) if t is not None else None for t in _weight(elem, n, k, bs, g))
         name = elem.value if elem else "nvfp4"
-        for j, (rname, row, dtype) in enumerate(
-            (r, v, d) for r, v in rows.items() for d in (torch.bfloat16, torch.float16)
-        ):
-            x = row.to(dtype).to(device)
+        for j, (rname, dtype, split) in enumerate(plan[c]):
+            x = rows[rname].to(dtype).to(device)
             bias = torch.randn(n, generator=g).to(dtype).to(device) if j % 3 else None
             if elem is None:
                 xq = nvfp4_qdq_triton(x)
             else:
                 xq = mx_cast_triton(x, elem, bs, 1, rule, qdq=True)[0]
             e = (elem or MXElem.FP4_E2M1).value
-            for split in (None, 3):
-                want = mdc.mx_decode_triton(xq, q, s, ts, e, bs, bias, split)
-                got = mdc.mx_decode_triton(
-                    x, q, s, ts, e, bs, bias, split, rule if elem else "nvfp4"
-                )
-                if not _same(got, want):
-                    bad.append(f"{name}/{rule}/{rname}/{dtype}/split {split}")
+            want = mdc.mx_decode_triton(xq, q, s, ts, e, bs, bias, split)
+            got = mdc.mx_decode_triton(x, q, s, ts, e, bs, bias, split, rule if elem else "nvfp4")
+            if not _same(got, want):
+                bad.append(f"{name}/{rule}/{rname}/{dtype}/split {split}")
     return bad
 
 
 def check_fp6_one_row_matches_two_launches(device: str, n: int = 72, k: int = 384) -> list[str]:
     """MX fp6 with group-major bytes and the BIG flag: one_row runs decode_mma's fp6 loop
     with x quantize-dequantized in it (x_qdq; the call is watched), bit for bit the
-    activation kernel then the same loop: both fp6 elements x both scale roundings, bf16 /
-    fp16 rows (wide magnitudes, a NaN, ties, all zeros), split None and 3."""
+    activation kernel then the same loop: both fp6 elements x both scale roundings, each
+    with every row (wide magnitudes, a NaN, ties, all zeros) in bf16 or fp16, split None or
+    3, as :func:`_one_row_plan` picks them (16 pairs of launches where there were 64)."""
     from aoq.kernels.mx_cast import mx_cast_triton
 
     from aoq.tensors.mx import BIG_LIMIT
@@ -157,29 +168,28 @@ def check_fp6_one_row_matches_two_launches(device: str, n: int = 72, k: int = 38
     rows = _rows(k, g)
     mdc.dm.decode_mma = watched
     try:
-        for elem, rule in itertools.product((MXElem.FP6_E3M2, MXElem.FP6_E2M3), ("floor", "rceil")):
+        fp6 = list(itertools.product((MXElem.FP6_E3M2, MXElem.FP6_E2M3), ("floor", "rceil")))
+        plan = _one_row_plan(len(fp6), rows)
+        for c, (elem, rule) in enumerate(fp6):
             q, s, _, _ = (
                 t.to(device) if t is not None else None for t in _weight(elem, n, k, 32, g)
             )
             gm = s.t().contiguous().t()  # the weight's derived scale_gm, as the linear passes it
             flag = big_scale_flag(s, BIG_LIMIT[elem])
-            for j, (rname, row, dtype) in enumerate(
-                (r, v, d) for r, v in rows.items() for d in (torch.bfloat16, torch.float16)
-            ):
-                x = row.to(dtype).to(device)
+            for j, (rname, dtype, split) in enumerate(plan[c]):
+                x = rows[rname].to(dtype).to(device)
                 bias = torch.randn(n, generator=g).to(dtype).to(device) if j % 3 else None
                 xq = mx_cast_triton(x, elem, 32, 1, rule, qdq=True)[0]
-                for split in (None, 3):
-                    del calls[:]
-                    want = mdc.mx_decode_triton(xq, q, gm, None, elem.value, 32, bias, split,
-                                                big_scales=flag)  # fmt: skip
-                    got = mdc.mx_decode_triton(x, q, gm, None, elem.value, 32, bias, split, rule,
-                                               big_scales=flag)  # fmt: skip
-                    name = f"{elem.value}/{rule}/{rname}/{dtype}/split {split}"
-                    if len(calls) != 2 or calls[0] is not None or not calls[1]:
-                        bad.append(f"{name}: decode_mma calls {calls}")
-                    elif not _same(got, want):
-                        bad.append(name)
+                del calls[:]
+                want = mdc.mx_decode_triton(xq, q, gm, None, elem.value, 32, bias, split,
+                                            big_scales=flag)  # fmt: skip
+                got = mdc.mx_decode_triton(x, q, gm, None, elem.value, 32, bias, split, rule,
+                                           big_scales=flag)  # fmt: skip
+                name = f"{elem.value}/{rule}/{rname}/{dtype}/split {split}"
+                if len(calls) != 2 or calls[0] is not None or not calls[1]:
+                    bad.append(f"{name}: decode_mma calls {calls}")
+                elif not _same(got, want):
+                    bad.append(name)
     finally:
         mdc.dm.decode_mma = launch
     return bad

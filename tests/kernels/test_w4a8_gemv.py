@@ -9,6 +9,7 @@ and on a GPU (the ``dp4a`` path); the plain CPU unit run skips it.
 import pytest
 import torch
 from _mx_cases import DEV, GPU, NEEDS_KERNELS
+from _pairwise import pairwise
 from aoq.kernels import act_quant as aq
 from aoq.kernels import int_act_mm as ia
 from aoq.kernels import w4a8_gemv as wg
@@ -48,9 +49,8 @@ def _gemv(args, m: int, split: int | None, mode: int, tile: dict | None = None) 
     return y
 
 
-@pytest.mark.parametrize("mode", MODES.values(), ids=MODES.keys())
-@pytest.mark.parametrize("m", [2, 3, 4])
-@pytest.mark.parametrize("split", [1, 3])
+# every activation mode at every ROWS (2, 3, 4), each of those split and not: 9 of 18 cases
+@pytest.mark.parametrize("mode,m,split", pairwise(MODES, [2, 3, 4], [1, 3]))
 def test_rows_are_each_row_alone(m, mode, split):
     """Each row of an M-row launch is that row's M = 1 launch at the same step (GEMV_TILE's
     STEP_K_ROWS) bit for bit (the same exact group sums, steps and split, in the same

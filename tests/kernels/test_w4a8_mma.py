@@ -9,6 +9,7 @@ assembly's nibbles, mma.sync); the plain CPU unit run skips it.
 import pytest
 import torch
 from _mx_cases import DEV, GPU, NEEDS_KERNELS
+from _pairwise import pairwise
 from aoq.kernels import act_quant as aq
 from aoq.kernels import int_act_mm as ia
 from aoq.kernels import splitk
@@ -46,9 +47,9 @@ def _run(dev, split=None, tile=None, bias=True, scales=None) -> torch.Tensor:
     return wm.w4a8_mma(xq, xs, wq, s, b if bias else None, y, split, tile, x_zero=xz)
 
 
-@pytest.mark.parametrize("m", [2, 5, 8, 9, 16])
-@pytest.mark.parametrize("split", [1, 3])
-@pytest.mark.parametrize("mode", [0, 1], ids=["sym", "zero"])
+# every row count (2, 5, 8 padded to 8 rows; 9, 16 to 16) with both activation forms, each
+# of those split and not: 10 of 20 cases
+@pytest.mark.parametrize("m,mode,split", pairwise([2, 5, 8, 9, 16], {"sym": 0, "zero": 1}, [1, 3]))
 def test_matches_the_reference(m, split, mode):
     """Rows padded to 8 (M <= 8) or 16, K split or not, with and without a bias, symmetric
     activations or with zero points: the reference's product to float32 rounding (each
