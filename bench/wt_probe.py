@@ -97,9 +97,9 @@ def _wt_kernel(
         tl.store(part_ptr + offs_m[:, None] * N + offs_n[None, :], acc, mask=mmask[:, None])
 
 
-def make_weight(fmt: str, n: int, k: int) -> tuple[Any, ...]:
-    """(codes, scale, zero, dequantized float64 weight) on CUDA."""
-    w = torch.randn(n, k, device="cuda")
+def make_weight(fmt: str, n: int, k: int, device: str = "cuda") -> tuple[Any, ...]:
+    """(codes, scale, zero, dequantized float64 weight) on ``device``."""
+    w = torch.randn(n, k, device=device)
     if fmt == "int8":
         q, s = affine.quantize_int8_symmetric(w, None)
         s = s.reshape(-1).float()
