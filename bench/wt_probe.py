@@ -26,6 +26,8 @@ import torch
 import torch.nn.functional as F
 import triton
 import triton.language as tl
+from aoq.kernels import splitk
+from aoq.kernels._common import INTERPRET
 
 from aoq.formats import affine, float8
 from aoq.formats.packing import pack_uint4
@@ -119,14 +121,14 @@ def run(x: torch.Tensor, wt: tuple[Any, ...], fmt: str, cfg: dict[str, int]) -> 
     m, k = x.shape
     n = wt[0].shape[0]
     split = cfg["split"]
-    k_split = triton.cdiv(triton.cdiv(k, split), cfg["BLOCK_K"]) * cfg["BLOCK_K"]
-    p = torch.empty(split, m, n, device="cuda", dtype=torch.float32)
+    k_split = splitk.k_per_split(k, split, cfg["BLOCK_K"])
+    p = torch.empty(split, m, n, device=x.device, dtype=torch.float32)
     rows = max(16, triton.next_power_of_2(m))
     grid = (n // cfg["BLOCK_N"], split)
     ck = _wt_kernel[grid](
         x, wt[0], wt[1], wt[2], p, m, n, k, k_split,
         WFMT=FMT_ID[fmt], GROUP=128, ROWS=rows, BLOCK_N=cfg["BLOCK_N"], BLOCK_K=cfg["BLOCK_K"],
-        SWAP=cfg["swap"], STAGES=cfg["stages"], num_warps=cfg["warps"],
+        SWAP=cfg["swap"], STAGES=cfg["stages"], UPCAST=INTERPRET, num_warps=cfg["warps"],
     )  # fmt: skip
     return (p[0] if split == 1 else p.sum(0)), ck
 
