@@ -18,8 +18,10 @@ registers. Partials of a K split are summed by torch (one extra kernel, timed in
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
 import re
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -28,6 +30,7 @@ import triton
 import triton.language as tl
 from aoq.kernels import splitk
 from aoq.kernels._common import INTERPRET
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 from aoq.formats import affine, float8
 from aoq.formats.packing import pack_uint4
@@ -41,11 +44,13 @@ def _wt_kernel(
     x_ptr, w_ptr, s_ptr, z_ptr, p_ptr, M, N, K, K_SPLIT,
     WFMT: tl.constexpr, GROUP: tl.constexpr, ROWS: tl.constexpr, BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr, SWAP: tl.constexpr, STAGES: tl.constexpr, UPCAST: tl.constexpr = False,
+    DESC: tl.constexpr = False, WS: tl.constexpr = False,
 ):  # fmt: skip
     """Program (n, s): float32 partial [ROWS, BLOCK_N] of K range s into p[s]. int8 / fp8
     (WFMT 0 / 2): per-channel scale at the end; int4 (1): packed [N, K / 2] low nibble
     first, (q - z) exact in bf16 on the MMA, each group's product tile times its scale
-    (BLOCK_K == GROUP)."""
+    (BLOCK_K == GROUP). DESC: x and the codes through tensor descriptors (x_ptr and w_ptr are
+    descriptors, x's rows past M read as zeros); WS: the loop warp-specialized (bench/ws_probe)."""
     pid_n = tl.program_id(0)
     pid_s = tl.program_id(1)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -57,14 +62,22 @@ def _wt_kernel(
         acc = tl.zeros((BLOCK_N, ROWS), dtype=tl.float32)
     else:
         acc = tl.zeros((ROWS, BLOCK_N), dtype=tl.float32)
-    for k0 in tl.range(k_lo, k_hi, BLOCK_K, num_stages=STAGES):
+    for k0 in tl.range(k_lo, k_hi, BLOCK_K, num_stages=STAGES, warp_specialize=WS):
         offs_k = k0 + tl.arange(0, BLOCK_K)
-        xt = tl.load(x_ptr + offs_m[:, None] * K + offs_k[None, :], mask=mmask[:, None], other=0)
+        if DESC:
+            xt = x_ptr.load([0, k0])
+        else:
+            xt = tl.load(
+                x_ptr + offs_m[:, None] * K + offs_k[None, :], mask=mmask[:, None], other=0
+            )
         if UPCAST:  # the interpreter: float32 dots (its bf16 ones are not float32 sums)
             xt = xt.to(tl.float32)
         if WFMT == 1:
             offs_b = k0 // 2 + tl.arange(0, BLOCK_K // 2)
-            b = tl.load(w_ptr + offs_n[:, None] * (K // 2) + offs_b[None, :])
+            if DESC:
+                b = w_ptr.load([pid_n * BLOCK_N, k0 // 2])
+            else:
+                b = tl.load(w_ptr + offs_n[:, None] * (K // 2) + offs_b[None, :])
             g = k0 // GROUP
             z = tl.load(z_ptr + offs_n * (K // GROUP) + g).to(tl.int32)
             s = tl.load(s_ptr + offs_n * (K // GROUP) + g).to(tl.float32)
@@ -78,7 +91,10 @@ def _wt_kernel(
                 part = tl.dot(xt, tl.trans(w))
                 acc += part * s[None, :]
         else:
-            w = tl.load(w_ptr + offs_n[:, None] * K + offs_k[None, :])
+            if DESC:
+                w = w_ptr.load([pid_n * BLOCK_N, k0])
+            else:
+                w = tl.load(w_ptr + offs_n[:, None] * K + offs_k[None, :])
             if WFMT == 0 and UPCAST:
                 w = w.to(tl.float32)  # (the interpreter's int8 -> bf16 gives NaN)
             w = w.to(tl.bfloat16).to(xt.dtype)
@@ -117,18 +133,26 @@ def make_weight(fmt: str, n: int, k: int, device: str = "cuda") -> tuple[Any, ..
 
 
 def run(x: torch.Tensor, wt: tuple[Any, ...], fmt: str, cfg: dict[str, int]) -> Any:
-    """Launch one variant; returns (output [M, N] float32, compiled kernel)."""
+    """Launch one variant; returns (output [M, N] float32, compiled kernel). A cfg with a
+    ``ws`` key passes x and the codes as tensor descriptors (at least 64 rows of x) and
+    warp-specializes the loop when it is set (bench/ws_probe)."""
     m, k = x.shape
     n = wt[0].shape[0]
     split = cfg["split"]
     k_split = splitk.k_per_split(k, split, cfg["BLOCK_K"])
     p = torch.empty(split, m, n, device=x.device, dtype=torch.float32)
-    rows = max(16, triton.next_power_of_2(m))
-    grid = (n // cfg["BLOCK_N"], split)
-    ck = _wt_kernel[grid](
-        x, wt[0], wt[1], wt[2], p, m, n, k, k_split,
+    desc = "ws" in cfg
+    rows = max(64 if desc else 16, triton.next_power_of_2(m))
+    xa, wa = x, wt[0]
+    if desc:
+        wk = cfg["BLOCK_K"] // 2 if fmt == "int4" else cfg["BLOCK_K"]
+        xa = TensorDescriptor.from_tensor(x, [rows, cfg["BLOCK_K"]])
+        wa = TensorDescriptor.from_tensor(wt[0], [cfg["BLOCK_N"], wk])
+    ck = _wt_kernel[(n // cfg["BLOCK_N"], split)](
+        xa, wa, wt[1], wt[2], p, m, n, k, k_split,
         WFMT=FMT_ID[fmt], GROUP=128, ROWS=rows, BLOCK_N=cfg["BLOCK_N"], BLOCK_K=cfg["BLOCK_K"],
-        SWAP=cfg["swap"], STAGES=cfg["stages"], UPCAST=INTERPRET, num_warps=cfg["warps"],
+        SWAP=cfg["swap"], STAGES=cfg["stages"], UPCAST=INTERPRET, DESC=desc,
+        WS=bool(cfg.get("ws")), num_warps=cfg["warps"], num_stages=cfg["stages"],
     )  # fmt: skip
     return (p[0] if split == 1 else p.sum(0)), ck
 
@@ -153,44 +177,58 @@ def variants(fmt: str) -> list[dict[str, int]]:
     return out
 
 
-def time_case(xs: list[torch.Tensor], fmt: str, n: int, bf: float, args: Any) -> None:
+def time_case(xs: list[torch.Tensor], fmt: str, n: int, bf: float, args: Any, probe: Probe) -> None:
     """Every variant of ``fmt`` at x's shape: the fastest ``args.top`` printed."""
     k = xs[0].shape[1]
     wts = [make_weight(fmt, n, k) for _ in range(args.copies)]
     ref = xs[0].double() @ wts[0][3].T
     wts = [w[:3] for w in wts]
     rows = []
-    for base, split in itertools.product(variants(fmt), (int(v) for v in args.splits.split(","))):
+    splits = (int(v) for v in args.splits.split(","))
+    for base, split in itertools.product(probe.variants(fmt), splits):
         if not 64 <= n // base["BLOCK_N"] * split <= 2 * args.sms:
             continue  # a grid well under one wave or past two
         cfg = dict(base, split=split)
         try:
-            y, ck = run(xs[0], wts[0], fmt, cfg)
+            y, ck = probe.run(xs[0], wts[0], fmt, cfg)
             err = ((y.double() - ref).norm() / ref.norm()).item()
             calls = [
-                lambda x=x, w=w, c=cfg: run(x, w, fmt, c) for x, w in zip(xs, wts, strict=True)
+                lambda x=x, w=w, c=cfg: probe.run(x, w, fmt, c)
+                for x, w in zip(xs, wts, strict=True)
             ]
             us = graph_us(calls, warm_s=0.05)
         except Exception as e:  # a tile Triton refuses: say so, go on
             print(f"  {fmt} {cfg}: {type(e).__name__}: {str(e)[:120]}")
             continue
-        rows.append((us, err, wgmma_a(ck), cfg))
+        rows.append((us, err, f"A={wgmma_a(ck)} {probe.note(ck)}".strip(), cfg))
     rows.sort(key=lambda r: r[0])
-    for us, err, a, cfg in rows[: args.top]:
-        print(f"  {fmt:5s} {us:7.1f} us {bf / us:5.2f}x err {err:.1e} A={a} {cfg}")
+    for us, err, what, cfg in rows[: args.top]:
+        print(f"  {fmt:5s} {us:7.1f} us {bf / us:5.2f}x err {err:.1e} {what} {cfg}")
     worst = max((r[1] for r in rows), default=float("nan"))
     print(f"  {fmt:5s} {len(rows)} variants, worst error {worst:.1e}", flush=True)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+@dataclasses.dataclass
+class Probe:
+    """What a sweep launches: ``run(x, weight, fmt, cfg)``, the cfgs of a format, and an extra
+    column from the compiled kernel."""
+
+    run: Callable[..., Any]
+    variants: Callable[[str], list[dict[str, int]]]
+    note: Callable[[Any], str] = lambda ck: ""
+
+
+def add_args(ap: argparse.ArgumentParser, ms: str = "64,128,256", splits: str = "1,2,4") -> None:
     ap.add_argument("--formats", default="int8,fp8,int4")
-    ap.add_argument("--ms", default="64,128,256")
+    ap.add_argument("--ms", default=ms)
     ap.add_argument("--shapes", default="8192x8192,4096x14336,14336x4096", help="K x N")
-    ap.add_argument("--splits", default="1,2,4")
+    ap.add_argument("--splits", default=splits)
     ap.add_argument("--copies", type=int, default=6)
     ap.add_argument("--top", type=int, default=6, help="fastest variants printed a case")
-    args = ap.parse_args()
+
+
+def sweep(args: Any, probe: Probe) -> None:
+    """Each K x N and M of ``args``: bf16 F.linear's time, then each format's variants."""
     args.sms = torch.cuda.get_device_properties(0).multi_processor_count
     torch.manual_seed(0)
     for shape in args.shapes.split(","):
@@ -203,7 +241,13 @@ def main() -> None:
             del wb
             print(f"== K {k} N {n} M {m}: bf16 {bf:.1f} us", flush=True)
             for fmt in args.formats.split(","):
-                time_case(xs, fmt, n, bf, args)
+                time_case(xs, fmt, n, bf, args, probe)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_args(ap)
+    sweep(ap.parse_args(), Probe(run, variants))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,43 @@
+"""bench/ws_probe.py's kernel: x and the codes through tensor descriptors, both orientations,
+every format, split or not, with and without warp specialization, against the float64 product
+of the same dequantized weights (the probe's error column is this check).
+
+Runs under TRITON_INTERPRET=1 on CPU tensors (make kernels-interpret), where the
+warp-specialized loop runs as the plain one, and on a GPU; the plain CPU unit run skips it."""
+
+import pytest
+import torch
+from aoq.kernels._common import INTERPRET
+
+from bench import wt_probe as wp
+
+GPU = torch.cuda.is_available() and not INTERPRET
+pytestmark = pytest.mark.skipif(
+    not (INTERPRET or GPU), reason="needs TRITON_INTERPRET=1 before import, or a GPU"
+)
+DEV = "cuda" if GPU else "cpu"
+
+
+@pytest.mark.parametrize(
+    ("fmt", "swap", "split", "ws"),
+    [("int8", 1, 1, 1), ("int8", 0, 2, 0), ("fp8", 1, 2, 0), ("fp8", 0, 1, 1),
+     ("int4", 1, 2, 1), ("int4", 0, 1, 0)],
+)  # fmt: skip
+def test_partials_sum_to_the_float64_product(fmt, swap, split, ws):
+    torch.manual_seed(0)
+    x = torch.randn(5, 256, device=DEV).to(torch.bfloat16)
+    q, s, z, deq = wp.make_weight(fmt, 128, 256, DEV)
+    cfg = {"ws": ws, "swap": swap, "BLOCK_N": 64, "BLOCK_K": 128, "warps": 4, "stages": 2}
+    got, _ = wp.run(x, (q, s, z), fmt, dict(cfg, split=split))
+    want = x.double() @ deq.T
+    assert ((got.double() - want).norm() / want.norm()).item() < 1e-5
+
+
+def test_every_variant_passes_descriptors_and_pairs_each_tile_with_and_without_ws():
+    from bench import ws_probe  # noqa: PLC0415
+
+    for fmt in ("int8", "fp8", "int4"):
+        cfgs = ws_probe.variants(fmt)
+        assert all("ws" in c for c in cfgs)
+        plain = [{**c, "ws": 0} for c in cfgs if c["ws"]]
+        assert sorted(map(str, plain)) == sorted(str(c) for c in cfgs if not c["ws"])
