@@ -189,6 +189,8 @@ def time_case(xs: list[torch.Tensor], fmt: str, n: int, bf: float, args: Any, pr
         if not 64 <= n // base["BLOCK_N"] * split <= 2 * args.sms:
             continue  # a grid well under one wave or past two
         cfg = dict(base, split=split)
+        if args.verbose:  # before the launch: a variant that hangs is the last line
+            print(f"    {fmt} {cfg} ...", end=" ", flush=True)
         try:
             y, ck = probe.run(xs[0], wts[0], fmt, cfg)
             err = ((y.double() - ref).norm() / ref.norm()).item()
@@ -198,9 +200,11 @@ def time_case(xs: list[torch.Tensor], fmt: str, n: int, bf: float, args: Any, pr
             ]
             us = graph_us(calls, warm_s=0.05)
         except Exception as e:  # a tile Triton refuses: say so, go on
-            print(f"  {fmt} {cfg}: {type(e).__name__}: {str(e)[:120]}")
+            print(f"  {fmt} {cfg}: {type(e).__name__}: {str(e)[:120]}", flush=True)
             continue
         rows.append((us, err, f"A={wgmma_a(ck)} {probe.note(ck)}".strip(), cfg))
+        if args.verbose:
+            print(f"{us:.1f} us err {err:.1e}", flush=True)
     rows.sort(key=lambda r: r[0])
     for us, err, what, cfg in rows[: args.top]:
         print(f"  {fmt:5s} {us:7.1f} us {bf / us:5.2f}x err {err:.1e} {what} {cfg}")
@@ -225,6 +229,7 @@ def add_args(ap: argparse.ArgumentParser, ms: str = "64,128,256", splits: str = 
     ap.add_argument("--splits", default=splits)
     ap.add_argument("--copies", type=int, default=6)
     ap.add_argument("--top", type=int, default=6, help="fastest variants printed a case")
+    ap.add_argument("-v", "--verbose", action="store_true", help="a line a variant as it runs")
 
 
 def sweep(args: Any, probe: Probe) -> None:
