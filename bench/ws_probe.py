@@ -27,11 +27,15 @@ import itertools
 from bench import wt_probe
 
 
+WS = (1, 0)
+"""The ws values swept (``--ws``)."""
+
+
 def variants(fmt: str) -> list[dict[str, int]]:
     """Each tile with and without warp specialization; 2-3 stages at 128-code steps (4 pass
     the shared memory at 128-wide tiles), 3-4 at 64; int4 at its group's 128 codes."""
     out = []
-    for ws, swap, bn, bk in itertools.product((1, 0), (1, 0), (64, 128), (64, 128)):
+    for ws, swap, bn, bk in itertools.product(WS, (1, 0), (64, 128), (64, 128)):
         if fmt == "int4" and bk != 128:
             continue
         for stages in (2, 3) if bk == 128 else (3, 4):
@@ -43,7 +47,10 @@ def variants(fmt: str) -> list[dict[str, int]]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     wt_probe.add_args(ap, ms="128", splits="1,2")
+    ap.add_argument("--ws", choices=("both", "on", "off"), default="both")
     args = ap.parse_args()
+    global WS
+    WS = {"both": (1, 0), "on": (1,), "off": (0,)}[args.ws]
     wt_probe.sweep(
         args, wt_probe.Probe(wt_probe.run, variants, lambda ck: f"warps={ck.metadata.num_warps}")
     )
