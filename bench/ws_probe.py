@@ -26,7 +26,6 @@ import itertools
 
 from bench import wt_probe
 
-
 WS = (1, 0)
 """The ws values swept (``--ws``)."""
 
