@@ -28,6 +28,8 @@ from bench import wt_probe
 
 WS = (1, 0)
 """The ws values swept (``--ws``)."""
+DESCS = (1,)
+"""Where the tensor descriptors are made (``--desc``): 1 the host, 2 each program."""
 
 
 def variants(fmt: str) -> list[dict[str, int]]:
@@ -39,7 +41,7 @@ def variants(fmt: str) -> list[dict[str, int]]:
             continue
         for stages in (2, 3) if bk == 128 else (3, 4):
             cfg = {"ws": ws, "swap": swap, "BLOCK_N": bn, "BLOCK_K": bk, "stages": stages}
-            out.append(dict(cfg, warps=4))
+            out += [dict(cfg, warps=4, desc=d) for d in DESCS]
     return out
 
 
@@ -47,9 +49,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     wt_probe.add_args(ap, ms="128", splits="1,2")
     ap.add_argument("--ws", choices=("both", "on", "off"), default="both")
+    ap.add_argument("--desc", choices=("host", "device", "both"), default="host")
+    ap.add_argument("--where", default="", help="keep variants with these values: swap=1,stages=3")
     args = ap.parse_args()
-    global WS
+    global WS, DESCS
     WS = {"both": (1, 0), "on": (1,), "off": (0,)}[args.ws]
+    DESCS = {"host": (1,), "device": (2,), "both": (1, 2)}[args.desc]
     wt_probe.sweep(
         args, wt_probe.Probe(wt_probe.run, variants, lambda ck: f"warps={ck.metadata.num_warps}")
     )

@@ -44,13 +44,14 @@ def _wt_kernel(
     x_ptr, w_ptr, s_ptr, z_ptr, p_ptr, M, N, K, K_SPLIT,
     WFMT: tl.constexpr, GROUP: tl.constexpr, ROWS: tl.constexpr, BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr, SWAP: tl.constexpr, STAGES: tl.constexpr, UPCAST: tl.constexpr = False,
-    DESC: tl.constexpr = False, WS: tl.constexpr = False,
+    DESC: tl.constexpr = 0, WS: tl.constexpr = False,
 ):  # fmt: skip
     """Program (n, s): float32 partial [ROWS, BLOCK_N] of K range s into p[s]. int8 / fp8
     (WFMT 0 / 2): per-channel scale at the end; int4 (1): packed [N, K / 2] low nibble
     first, (q - z) exact in bf16 on the MMA, each group's product tile times its scale
-    (BLOCK_K == GROUP). DESC: x and the codes through tensor descriptors (x_ptr and w_ptr are
-    descriptors, x's rows past M read as zeros); WS: the loop warp-specialized (bench/ws_probe)."""
+    (BLOCK_K == GROUP). DESC: x and the codes through tensor descriptors, x's rows past M read
+    as zeros: 1 x_ptr and w_ptr are the host's descriptors, 2 pointers that each program
+    makes its descriptors over; WS: the loop warp-specialized (bench/ws_probe)."""
     pid_n = tl.program_id(0)
     pid_s = tl.program_id(1)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -62,6 +63,14 @@ def _wt_kernel(
         acc = tl.zeros((BLOCK_N, ROWS), dtype=tl.float32)
     else:
         acc = tl.zeros((ROWS, BLOCK_N), dtype=tl.float32)
+    if DESC == 2:
+        x_ptr = tl.make_tensor_descriptor(x_ptr, [M, K], [K, 1], [ROWS, BLOCK_K])
+        if WFMT == 1:
+            w_ptr = tl.make_tensor_descriptor(
+                w_ptr, [N, K // 2], [K // 2, 1], [BLOCK_N, BLOCK_K // 2]
+            )
+        else:
+            w_ptr = tl.make_tensor_descriptor(w_ptr, [N, K], [K, 1], [BLOCK_N, BLOCK_K])
     for k0 in tl.range(k_lo, k_hi, BLOCK_K, num_stages=STAGES, warp_specialize=WS):
         offs_k = k0 + tl.arange(0, BLOCK_K)
         if DESC:
@@ -135,16 +144,19 @@ def make_weight(fmt: str, n: int, k: int, device: str = "cuda") -> tuple[Any, ..
 def run(x: torch.Tensor, wt: tuple[Any, ...], fmt: str, cfg: dict[str, int]) -> Any:
     """Launch one variant; returns (output [M, N] float32, compiled kernel). A cfg with a
     ``ws`` key passes x and the codes as tensor descriptors (at least 64 rows of x) and
-    warp-specializes the loop when it is set (bench/ws_probe)."""
+    warp-specializes the loop when it is set (bench/ws_probe); ``desc`` 2 has each program
+    make its descriptors over the pointers (Triton's allocator set for their scratch)."""
     m, k = x.shape
     n = wt[0].shape[0]
     split = cfg["split"]
     k_split = splitk.k_per_split(k, split, cfg["BLOCK_K"])
     p = torch.empty(split, m, n, device=x.device, dtype=torch.float32)
-    desc = "ws" in cfg
+    desc = cfg.get("desc", 1) if "ws" in cfg else 0
     rows = max(64 if desc else 16, triton.next_power_of_2(m))
     xa, wa = x, wt[0]
-    if desc:
+    if desc == 2:
+        triton.set_allocator(_scratch)
+    if desc == 1:
         wk = cfg["BLOCK_K"] // 2 if fmt == "int4" else cfg["BLOCK_K"]
         xa = TensorDescriptor.from_tensor(x, [rows, cfg["BLOCK_K"]])
         wa = TensorDescriptor.from_tensor(wt[0], [cfg["BLOCK_N"], wk])
@@ -155,6 +167,11 @@ def run(x: torch.Tensor, wt: tuple[Any, ...], fmt: str, cfg: dict[str, int]) -> 
         WS=bool(cfg.get("ws")), num_warps=cfg["warps"], num_stages=cfg["stages"],
     )  # fmt: skip
     return (p[0] if split == 1 else p.sum(0)), ck
+
+
+def _scratch(size: int, align: int, stream: Any) -> torch.Tensor:
+    """Triton's allocator: global scratch for device-made tensor descriptors."""
+    return torch.empty(size, dtype=torch.int8, device="cpu" if INTERPRET else "cuda")
 
 
 def wgmma_a(ck: Any) -> str:

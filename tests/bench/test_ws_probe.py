@@ -19,15 +19,17 @@ DEV = "cuda" if GPU else "cpu"
 
 
 @pytest.mark.parametrize(
-    ("fmt", "swap", "split", "ws"),
-    [("int8", 1, 1, 1), ("int8", 0, 2, 0), ("fp8", 1, 2, 0), ("fp8", 0, 1, 1),
-     ("int4", 1, 2, 1), ("int4", 0, 1, 0)],
+    ("fmt", "swap", "split", "ws", "desc"),
+    [("int8", 1, 1, 1, 1), ("int8", 0, 2, 0, 2), ("fp8", 1, 2, 0, 1), ("fp8", 0, 1, 1, 2),
+     ("int4", 1, 2, 1, 2), ("int4", 0, 1, 0, 1), ("int8", 1, 2, 0, 2)],
 )  # fmt: skip
-def test_partials_sum_to_the_float64_product(fmt, swap, split, ws):
+def test_partials_sum_to_the_float64_product(fmt, swap, split, ws, desc):
+    """desc 1: the host's tensor descriptors; 2: each program makes its own."""
     torch.manual_seed(0)
     x = torch.randn(5, 256, device=DEV).to(torch.bfloat16)
     q, s, z, deq = wp.make_weight(fmt, 128, 256, DEV)
     cfg = {"ws": ws, "swap": swap, "BLOCK_N": 64, "BLOCK_K": 128, "warps": 4, "stages": 2}
+    cfg["desc"] = desc
     got, _ = wp.run(x, (q, s, z), fmt, dict(cfg, split=split))
     want = x.double() @ deq.T
     assert ((got.double() - want).norm() / want.norm()).item() < 1e-5
