@@ -184,7 +184,12 @@ def fp8_pointer(target: str) -> str:
 
 def specs(target: str) -> list[Spec]:
     """The kernels compiled for ``target`` (float8 kernels use the arch's own e4m3)."""
-    from aoq.kernels.target_specs_decode import decode_mma, decode_mma_specs, w4a8_mma_specs
+    from aoq.kernels.target_specs_decode import (
+        decode_mma,
+        decode_mma_specs,
+        w4a8_mma_specs,
+        wt_rows_specs,
+    )
     from aoq.kernels.target_specs_gemv import gemv_specs
     from aoq.kernels.target_specs_mx import mx_specs
 
@@ -363,4 +368,5 @@ def specs(target: str) -> list[Spec]:
             QMAX=240.0 if target == "gfx942" else 448.0,
         ),  # fmt: skip
         *mx_specs(target),
+        *wt_rows_specs(target),
     ]

@@ -265,3 +265,27 @@ def w4a8_mma_specs(target: str) -> list[Spec]:
                                constexprs={**ce, "ASYM": True, "GACC": False})  # fmt: skip
     pdl = [pdl_variant(base)] if target in PDL_TARGETS else []
     return [base, rows8, zero, *pdl, *chained(target, base)]
+
+
+def wt_rows_specs(target: str) -> list[Spec]:
+    """kernels/wt_rows.py (int8 / e4m3 weight-only at 65-128 rows, the weights as the MMA's
+    register operand, device-made tensor descriptors), split and chained where the target
+    has PDL. Served on sm90 only; the other targets compile it as their Triton lowers
+    descriptors (plain loads where there is no TMA)."""
+    from aoq.kernels import wt_rows
+    from aoq.kernels.target_specs import fp8_pointer
+
+    sig = {"x_ptr": "*bf16", "w_ptr": "*i8", "s_ptr": "*fp32", "b_ptr": "*bf16",
+           "y_ptr": "*bf16", "p_ptr": "*fp32", "M": "i32", "N": "i32", "K": "i32",
+           "K_SPLIT": "i32"}  # fmt: skip
+    ce = dict(HAS_BIAS=True, SPLIT_K=2, ROWS=wt_rows.ROWS, BLOCK_N=wt_rows.BLOCK_N,
+              BLOCK_K=wt_rows.BLOCK_K, STAGES=wt_rows.STAGES)  # fmt: skip
+    int8 = Spec("int8wo.rows", "wt_rows", "_wt_rows_kernel", sig, ce, stages=wt_rows.STAGES)
+    fp8 = dataclasses.replace(int8, name="fp8wo.rows", fp8=True,
+                              signature={**sig, "w_ptr": fp8_pointer(target)})  # fmt: skip
+    chain = [
+        dataclasses.replace(s, name=f"{s.name}_chained", constexprs={**ce, "TRIGGER": True})
+        for s in (int8, fp8)
+        if target in PDL_TARGETS
+    ]
+    return [int8, fp8, *chain]

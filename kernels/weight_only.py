@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
-from aoq.kernels import _common, decode_mma, gemv, gemv_static, mid_rows, splitk
+from aoq.kernels import _common, decode_mma, gemv, gemv_static, mid_rows, splitk, wt_rows
 from aoq.kernels._common import (
     FLOAT_DTYPES,
     Strategy,
@@ -277,8 +277,12 @@ def _decode(
     the zero points as aoq.formats.packing.pack_zero_words): the others get them row-major.
     Tiled int4 codes skip the word GEMV (its loads assume rows). The static GEMV and
     decode_mma launch with programmatic dependent launch on sm90 and later
-    (_common.DECODE_PDL)."""
+    (_common.DECODE_PDL). At 65-128 rows on sm90, with AOQ_WT_ROWS=1, per-channel int8 and
+    e4m3 codes go to wt_rows.py (the weights as wgmma's register operand)."""
     pdl = _common.decode_pdl(x.device)
+    if wt_rows.serves(x, qdata, groups, wfmt):
+        wt_rows.wt_rows(x, qdata, scale, bias, y, split)
+        return
     if gemv_static.serves(x, qdata, groups, wfmt):
         gemv_static.gemv_static(x, qdata, scale, bias, y, pdl=pdl)
         return

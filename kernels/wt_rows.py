@@ -1,0 +1,146 @@
+"""Weight-only int8 / e4m3 linears at 65-128 rows of x on sm90: the weights as wgmma's register
+operand, x and the codes through tensor descriptors.
+
+Orientation: y^T = W x^T. A program takes BLOCK_N rows of W (the MMA's M side, 64: one
+wgmma's rows per warp group) against all ROWS (128) rows of x (the MMA's N side). Each step's
+codes arrive in shared memory by TMA, are converted to x's dtype in registers and go to wgmma
+as its A operand from registers; x^T is the B operand from shared memory, as TMA wrote it.
+The per-channel scale multiplies the outputs, not the codes: y[m, n] = s[n] Σ_k x[m, k] q[n, k]
++ b[n] with float32 sums (aoq.formats.linear.weight_only_linear's math, as decode_mma's).
+
+Each program makes its two descriptors over plain pointers (``tl.make_tensor_descriptor``), so
+the launch takes tensors only (kernels/_launch.py's bound launches and aoq/plans.py's replays
+handle those); the descriptors live in global scratch from Triton's allocator, which
+:func:`wt_rows` sets to torch's caching allocator where none is set. Rows of x past M read
+as zeros (TMA's out-of-bounds fill) and are not stored.
+
+K is split across programs where N / BLOCK_N column tiles would leave SMs idle (splitk.plan,
+two programs an SM: 8192^2 splits in 2, N 14336 not at all, N 4096 in 4), the partials summed
+in split order by splitk's reduction kernel, which applies the scale and the bias.
+
+Why: past 64 rows decode_mma writes each converted step to shared memory for the MMA, and ran
+at 0.67-0.85x bf16 at 128 rows on an H200. bench.ws_probe (session 49, H200, 128 rows, host
+descriptors) timed this tile at 46.3 / 39.7 / 38.1 µs for int8 and 44.6 / 38.3 / 39.0 for
+e4m3 at 8192^2 / 4096 x 14336 / 14336 x 4096, against decode_mma's 51.9 / 51.3 / 47.6 and
+48.8 / 47.9 / 44.4 (bench run c78e5d) and bf16's 37.9-38.7 / 34.1-34.5 / 37.2-37.3. Warp
+specialization of the same loop ran 72-91 µs, and hung at 128-row weight tiles.
+
+Off unless ``AOQ_WT_ROWS=1``: the device-made descriptors, the launch through aoq's
+launcher and the served path have not yet been timed or run on a GPU (bench/NOTES.md,
+session 49).
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import triton
+import triton.language as tl
+from aoq.kernels import splitk
+from aoq.kernels._common import INTERPRET, WeightFormat, backend_of
+from aoq.kernels._launch import launch
+from aoq.kernels.decode_mma_tiles import _sm90
+from triton.runtime import _allocation
+
+ENABLED = os.environ.get("AOQ_WT_ROWS", "0") == "1"
+"""Serve 65-128 rows here (see the module docstring for why it is off by default)."""
+MIN_ROWS = 65
+ROWS = 128
+BLOCK_N = 64
+BLOCK_K = 128
+STAGES = 3
+PER_SM = 2
+"""Programs an SM the K split aims at (one fits at a time: 3 stages of a 64 x 128 code step
+and a 128 x 128 bf16 x step take 112 KB of shared memory)."""
+FORMATS = (WeightFormat.INT8, WeightFormat.FP8)
+X_DTYPES = (torch.bfloat16, torch.float16)
+
+
+@triton.jit
+def _wt_rows_kernel(
+    x_ptr, w_ptr, s_ptr, b_ptr, y_ptr, p_ptr, M, N, K, K_SPLIT,
+    HAS_BIAS: tl.constexpr, SPLIT_K: tl.constexpr, ROWS: tl.constexpr,
+    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, STAGES: tl.constexpr,
+    UPCAST: tl.constexpr = False, TRIGGER: tl.constexpr = False,
+):  # fmt: skip
+    """Program (n, s): rows n·BLOCK_N.. of W against all of x over K range s. SPLIT_K 1:
+    y [M, N] scaled, biased and cast; else the float32 partial [M, N] into p[s]. UPCAST (the
+    interpreter): float32 operands (its int8 -> bf16 gives NaN, its bf16 dots are not
+    float32 sums)."""
+    splitk.trigger(TRIGGER)
+    pid_n = tl.program_id(0)
+    pid_s = tl.program_id(1)
+    x_desc = tl.make_tensor_descriptor(x_ptr, [M, K], [K, 1], [ROWS, BLOCK_K])
+    w_desc = tl.make_tensor_descriptor(w_ptr, [N, K], [K, 1], [BLOCK_N, BLOCK_K])
+    k_lo, k_hi = splitk.k_range(pid_s, K, K_SPLIT, SPLIT_K)
+    acc = tl.zeros((BLOCK_N, ROWS), dtype=tl.float32)
+    for k0 in tl.range(k_lo, k_hi, BLOCK_K, num_stages=STAGES):
+        xt = x_desc.load([0, k0])
+        w = w_desc.load([pid_n * BLOCK_N, k0])
+        if UPCAST:
+            xt = xt.to(tl.float32)
+            w = w.to(tl.float32)
+        acc = tl.dot(w.to(tl.bfloat16).to(xt.dtype), tl.trans(xt), acc)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_m = tl.arange(0, ROWS)
+    at = offs_m[None, :].to(tl.int64) * N + offs_n[:, None]
+    mmask = offs_m[None, :] < M
+    if SPLIT_K == 1:
+        acc = acc * tl.load(s_ptr + offs_n)[:, None]
+        if HAS_BIAS:
+            acc = acc + tl.load(b_ptr + offs_n).to(tl.float32)[:, None]
+        tl.store(y_ptr + at, acc.to(y_ptr.dtype.element_ty), mask=mmask)
+    else:
+        tl.store(p_ptr + pid_s.to(tl.int64) * M * N + at, acc, mask=mmask)
+
+
+def serves(x: torch.Tensor, qdata: torch.Tensor, groups: int, wfmt: WeightFormat) -> bool:
+    """With AOQ_WT_ROWS=1: MIN_ROWS..ROWS rows of contiguous bf16 / fp16 x against
+    per-channel int8 or e4m3 codes [N, K], N a multiple of BLOCK_N and K of BLOCK_K (the
+    descriptors' 16-byte strides and whole steps), on NVIDIA sm90 (wgmma, TMA) or under the
+    interpreter."""
+    m, k = x.shape
+    if not (ENABLED and wfmt in FORMATS and groups == 1 and x.dtype in X_DTYPES):
+        return False
+    if not MIN_ROWS <= m <= ROWS or k % BLOCK_K or qdata.shape[0] % BLOCK_N:
+        return False
+    if not (x.is_contiguous() and qdata.is_contiguous()):
+        return False
+    if x.device.type != "cuda":
+        return INTERPRET
+    return _sm90(x.device.index if x.device.index is not None else -1)
+
+
+def _torch_scratch(size: int, alignment: int, stream: int | None) -> torch.Tensor:
+    """Triton's allocator for the descriptors' global scratch: torch's caching allocator (a
+    graph capture's pool while capturing)."""
+    return torch.empty(size, dtype=torch.int8, device="cpu" if INTERPRET else "cuda")
+
+
+def wt_rows(
+    x: torch.Tensor,
+    qdata: torch.Tensor,
+    scale: torch.Tensor,
+    bias: torch.Tensor | None,
+    y: torch.Tensor,
+    split: int | None = None,
+) -> torch.Tensor:
+    """y [M, N] = x qdataᵀ · scale + bias where :func:`serves` holds (``split``: force the
+    K split, tests). ``scale`` [N] or [N, 1] float32."""
+    m, k = x.shape
+    n = qdata.shape[0]
+    if _allocation._allocator.get() is _allocation._NULL_ALLOCATOR:
+        triton.set_allocator(_torch_scratch)
+    n_prog = n // BLOCK_N
+    backend = backend_of(x.device)
+    p = splitk.plan(y, backend, n_prog, k, BLOCK_K, split, per_sm=PER_SM, fused=False)
+    s = scale.reshape(-1)
+    launch(_wt_rows_kernel, (n_prog, p.split),
+        x, qdata, s, bias if bias is not None else s, y, p.partials, m, n, k, p.k_split,
+        HAS_BIAS=bias is not None, SPLIT_K=p.split, ROWS=ROWS, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K,
+        STAGES=STAGES, UPCAST=INTERPRET, TRIGGER=p.chain,
+        num_warps=4, num_stages=STAGES,
+    )  # fmt: skip
+    p.finish(y, col_scale=s, bias=bias)
+    return y
