@@ -98,14 +98,16 @@ def _wt_rows_kernel(
 def serves(x: torch.Tensor, qdata: torch.Tensor, groups: int, wfmt: WeightFormat) -> bool:
     """With AOQ_WT_ROWS=1: MIN_ROWS..ROWS rows of contiguous bf16 / fp16 x against
     per-channel int8 or e4m3 codes [N, K], N a multiple of BLOCK_N and K of BLOCK_K (the
-    descriptors' 16-byte strides and whole steps), on NVIDIA sm90 (wgmma, TMA) or under the
-    interpreter."""
+    descriptors' 16-byte strides and whole steps), both at 16-byte aligned addresses (TMA's
+    global addresses), on NVIDIA sm90 (wgmma, TMA) or under the interpreter."""
     m, k = x.shape
     if not (ENABLED and wfmt in FORMATS and groups == 1 and x.dtype in X_DTYPES):
         return False
     if not MIN_ROWS <= m <= ROWS or k % BLOCK_K or qdata.shape[0] % BLOCK_N:
         return False
     if not (x.is_contiguous() and qdata.is_contiguous()):
+        return False
+    if x.data_ptr() % 16 or qdata.data_ptr() % 16:
         return False
     if x.device.type != "cuda":
         return INTERPRET
@@ -130,6 +132,8 @@ def wt_rows(
     K split, tests). ``scale`` [N] or [N, 1] float32."""
     m, k = x.shape
     n = qdata.shape[0]
+    if not y.is_contiguous():  # (the kernel stores rows of N)
+        raise ValueError(f"wt_rows writes a contiguous y, got strides {y.stride()}")
     if _allocation._allocator.get() is _allocation._NULL_ALLOCATOR:
         triton.set_allocator(_torch_scratch)
     n_prog = n // BLOCK_N

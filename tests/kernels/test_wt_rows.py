@@ -59,6 +59,9 @@ def test_serves_its_rows_formats_and_shapes(enabled):
     assert not wt_rows.serves(x[:, :192], q[:, :192], 1, WeightFormat.INT8)  # K of BLOCK_K
     assert not wt_rows.serves(torch.empty(256, 100, dtype=torch.bfloat16).t(), q, 1,
                               WeightFormat.INT8)  # fmt: skip
+    flat = torch.empty(100 * 256 + 8, dtype=torch.bfloat16)
+    assert wt_rows.serves(flat[8:].view(100, 256), q, 1, WeightFormat.INT8) is ok  # 16 bytes in
+    assert not wt_rows.serves(flat[1:-7].view(100, 256), q, 1, WeightFormat.INT8)  # TMA: 2 bytes
 
 
 def test_off_by_default(monkeypatch):
