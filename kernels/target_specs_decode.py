@@ -268,24 +268,34 @@ def w4a8_mma_specs(target: str) -> list[Spec]:
 
 
 def wt_rows_specs(target: str) -> list[Spec]:
-    """kernels/wt_rows.py (int8 / e4m3 weight-only at 65-128 rows, the weights as the MMA's
-    register operand, device-made tensor descriptors), split and chained where the target
-    has PDL. Served on sm90 only; the other targets compile it as their Triton lowers
+    """kernels/wt_rows.py (weight-only at 65-128 rows, the weights as the MMA's register
+    operand, device-made tensor descriptors): int8, e4m3, and int4 in tile order with its
+    zero points as words (a GPU weight's layout), split, and chained where the target has
+    PDL. Served on sm90 only; the other targets compile it as their Triton lowers
     descriptors (plain loads where there is no TMA)."""
     from aoq.kernels import wt_rows
     from aoq.kernels.target_specs import fp8_pointer
 
-    sig = {"x_ptr": "*bf16", "w_ptr": "*i8", "s_ptr": "*fp32", "b_ptr": "*bf16",
-           "y_ptr": "*bf16", "p_ptr": "*fp32", "M": "i32", "N": "i32", "K": "i32",
-           "K_SPLIT": "i32"}  # fmt: skip
-    ce = dict(HAS_BIAS=True, SPLIT_K=2, ROWS=wt_rows.ROWS, BLOCK_N=wt_rows.BLOCK_N,
-              BLOCK_K=wt_rows.BLOCK_K, STAGES=wt_rows.STAGES)  # fmt: skip
+    sig = {"x_ptr": "*bf16", "w_ptr": "*i8", "s_ptr": "*fp32", "z_ptr": "*fp32",
+           "b_ptr": "*bf16", "y_ptr": "*bf16", "p_ptr": "*fp32"}  # fmt: skip
+    sig.update({a: "i32" for a in ("M", "N", "K", "K_SPLIT", "stride_sn", "stride_sg",
+                                   "stride_zn", "stride_zg")})  # fmt: skip
+    ce = dict(WFMT=0, TILED=False, ZW=False, HAS_BIAS=True, SPLIT_K=2, ROWS=wt_rows.ROWS,
+              BLOCK_N=wt_rows.BLOCK_N, BLOCK_K=wt_rows.BLOCK_K, STAGES=wt_rows.STAGES)  # fmt: skip
     int8 = Spec("int8wo.rows", "wt_rows", "_wt_rows_kernel", sig, ce, stages=wt_rows.STAGES)
     fp8 = dataclasses.replace(int8, name="fp8wo.rows", fp8=True,
                               signature={**sig, "w_ptr": fp8_pointer(target)})  # fmt: skip
+    # (sm80 / sm89, where it is not served: mma.sync's layouts spill 544 bytes of the group's
+    # product tile beside the sums)
+    int4 = dataclasses.replace(int8, name="int4wo.rows", signature={**sig, "w_ptr": "*u8",
+                               "z_ptr": "*i32"}, constexprs={**ce, "WFMT": 1, "TILED": True,
+                               "ZW": True}, spill_budget=640 if target in ("sm80", "sm89")
+                               else 0)  # fmt: skip
     chain = [
-        dataclasses.replace(s, name=f"{s.name}_chained", constexprs={**ce, "TRIGGER": True})
-        for s in (int8, fp8)
+        dataclasses.replace(
+            s, name=f"{s.name}_chained", constexprs={**s.constexprs, "TRIGGER": True}
+        )  # fmt: skip
+        for s in (int8, fp8, int4)
         if target in PDL_TARGETS
     ]
-    return [int8, fp8, *chain]
+    return [int8, fp8, int4, *chain]

@@ -278,10 +278,11 @@ def _decode(
     Tiled int4 codes skip the word GEMV (its loads assume rows). The static GEMV and
     decode_mma launch with programmatic dependent launch on sm90 and later
     (_common.DECODE_PDL). At 65-128 rows on sm90, with AOQ_WT_ROWS=1, per-channel int8 and
-    e4m3 codes go to wt_rows.py (the weights as wgmma's register operand)."""
+    e4m3 codes and int4 in groups of 128 go to wt_rows.py (the weights as wgmma's register
+    operand)."""
     pdl = _common.decode_pdl(x.device)
-    if wt_rows.serves(x, qdata, groups, wfmt):
-        wt_rows.wt_rows(x, qdata, scale, bias, y, split)
+    if wt_rows.serves(x, qdata, groups, wfmt, scale, zero):
+        wt_rows.wt_rows(x, qdata, scale, zero, bias, y, split, tiled)
         return
     if gemv_static.serves(x, qdata, groups, wfmt):
         gemv_static.gemv_static(x, qdata, scale, bias, y, pdl=pdl)

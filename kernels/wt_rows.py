@@ -1,5 +1,5 @@
-"""Weight-only int8 / e4m3 linears at 65-128 rows of x on sm90: the weights as wgmma's register
-operand, x and the codes through tensor descriptors.
+"""Weight-only int8, e4m3 and int4 (groups of 128) linears at 65-128 rows of x on sm90: the
+weights as wgmma's register operand, x and the codes through tensor descriptors.
 
 Orientation: y^T = W x^T. A program takes BLOCK_N rows of W (the MMA's M side, 64: one
 wgmma's rows per warp group) against all ROWS (128) rows of x (the MMA's N side). Each step's
@@ -7,6 +7,10 @@ codes arrive in shared memory by TMA, are converted to x's dtype in registers an
 as its A operand from registers; x^T is the B operand from shared memory, as TMA wrote it.
 The per-channel scale multiplies the outputs, not the codes: y[m, n] = s[n] Σ_k x[m, k] q[n, k]
 + b[n] with float32 sums (aoq.formats.linear.weight_only_linear's math, as decode_mma's).
+int4: a step is one group; (q - z) is exact in x's dtype on the MMA and each group's product
+tile is multiplied by its scale before it is added, as in decode_mma. Its codes come plain or
+in packing.tile_uint4's order, whose 64 x 64-byte tiles are exactly one step's block, with
+zero points as bytes or as pack_zero_words' words (a GPU weight's layout).
 
 Each program makes its two descriptors over plain pointers (``tl.make_tensor_descriptor``), so
 the launch takes tensors only (kernels/_launch.py's bound launches and aoq/plans.py's replays
@@ -20,10 +24,11 @@ in split order by splitk's reduction kernel, which applies the scale and the bia
 
 Why: past 64 rows decode_mma writes each converted step to shared memory for the MMA, and ran
 at 0.67-0.85x bf16 at 128 rows on an H200. bench.ws_probe (session 49, H200, 128 rows, host
-descriptors) timed this tile at 46.3 / 39.7 / 38.1 µs for int8 and 44.6 / 38.3 / 39.0 for
-e4m3 at 8192^2 / 4096 x 14336 / 14336 x 4096, against decode_mma's 51.9 / 51.3 / 47.6 and
-48.8 / 47.9 / 44.4 (bench run c78e5d) and bf16's 37.9-38.7 / 34.1-34.5 / 37.2-37.3. Warp
-specialization of the same loop ran 72-91 µs, and hung at 128-row weight tiles.
+descriptors, row-major codes) timed this tile at 46.3 / 39.7 / 38.1 µs for int8, 44.6 /
+38.3 / 39.0 for e4m3 and 58.5 / 49.4 / 49.6 for int4 at 8192^2 / 4096 x 14336 / 14336 x
+4096, against decode_mma's 51.9 / 51.3 / 47.6, 48.8 / 47.9 / 44.4 and 63.3 / 63.1 / 58.3
+(bench run c78e5d) and bf16's 37.9-38.7 / 34.1-34.5 / 37.2-37.3. Warp specialization of the
+same loop ran 72-100 µs, and hung at 128-row weight tiles.
 
 Off unless ``AOQ_WT_ROWS=1``: the device-made descriptors, the launch through aoq's
 launcher and the served path have not yet been timed or run on a GPU (bench/NOTES.md,
@@ -52,42 +57,75 @@ BLOCK_K = 128
 STAGES = 3
 PER_SM = 2
 """Programs an SM the K split aims at (one fits at a time: 3 stages of a 64 x 128 code step
-and a 128 x 128 bf16 x step take 112 KB of shared memory)."""
-FORMATS = (WeightFormat.INT8, WeightFormat.FP8)
+and a 128 x 128 bf16 x step take 112 KB of shared memory on sm90, 121 KB for int4)."""
+FORMATS = (WeightFormat.INT8, WeightFormat.FP8, WeightFormat.UINT4)
 X_DTYPES = (torch.bfloat16, torch.float16)
 
 
 @triton.jit
 def _wt_rows_kernel(
-    x_ptr, w_ptr, s_ptr, b_ptr, y_ptr, p_ptr, M, N, K, K_SPLIT,
-    HAS_BIAS: tl.constexpr, SPLIT_K: tl.constexpr, ROWS: tl.constexpr,
-    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, STAGES: tl.constexpr,
-    UPCAST: tl.constexpr = False, TRIGGER: tl.constexpr = False,
+    x_ptr, w_ptr, s_ptr, z_ptr, b_ptr, y_ptr, p_ptr, M, N, K, K_SPLIT,
+    stride_sn, stride_sg, stride_zn, stride_zg,
+    WFMT: tl.constexpr, TILED: tl.constexpr, ZW: tl.constexpr, HAS_BIAS: tl.constexpr,
+    SPLIT_K: tl.constexpr, ROWS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    STAGES: tl.constexpr, UPCAST: tl.constexpr = False, TRIGGER: tl.constexpr = False,
 ):  # fmt: skip
     """Program (n, s): rows n·BLOCK_N.. of W against all of x over K range s. SPLIT_K 1:
-    y [M, N] scaled, biased and cast; else the float32 partial [M, N] into p[s]. UPCAST (the
-    interpreter): float32 operands (its int8 -> bf16 gives NaN, its bf16 dots are not
-    float32 sums)."""
+    y [M, N] scaled, biased and cast; else the float32 partial [M, N] into p[s].
+
+    WFMT 0 (int8 / e4m3 codes [N, K]): the scale s [N] multiplies the sums at the end. WFMT 1
+    (int4, groups of BLOCK_K codes, packed two a byte low nibble first): (q - z) exact in x's
+    dtype on the MMA, each group's product times its scale s[n, g] (strides stride_sn,
+    stride_sg; z alike, or with ZW int32 words of four groups, packing.pack_zero_words);
+    TILED: the codes in packing.tile_uint4's order (tiles of BLOCK_N rows x BLOCK_K / 2 bytes
+    one after another along K), one tile a step. UPCAST (the interpreter): float32 operands
+    (its int8 -> bf16 gives NaN, its bf16 dots are not float32 sums)."""
     splitk.trigger(TRIGGER)
     pid_n = tl.program_id(0)
     pid_s = tl.program_id(1)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     x_desc = tl.make_tensor_descriptor(x_ptr, [M, K], [K, 1], [ROWS, BLOCK_K])
-    w_desc = tl.make_tensor_descriptor(w_ptr, [N, K], [K, 1], [BLOCK_N, BLOCK_K])
+    if WFMT == 1 and TILED:  # the codes as rows of one tile row's bytes
+        w_desc = tl.make_tensor_descriptor(
+            w_ptr, [N * K // BLOCK_K, BLOCK_K // 2], [BLOCK_K // 2, 1], [BLOCK_N, BLOCK_K // 2]
+        )
+    elif WFMT == 1:
+        w_desc = tl.make_tensor_descriptor(w_ptr, [N, K // 2], [K // 2, 1], [BLOCK_N, BLOCK_K // 2])
+    else:
+        w_desc = tl.make_tensor_descriptor(w_ptr, [N, K], [K, 1], [BLOCK_N, BLOCK_K])
     k_lo, k_hi = splitk.k_range(pid_s, K, K_SPLIT, SPLIT_K)
     acc = tl.zeros((BLOCK_N, ROWS), dtype=tl.float32)
     for k0 in tl.range(k_lo, k_hi, BLOCK_K, num_stages=STAGES):
         xt = x_desc.load([0, k0])
-        w = w_desc.load([pid_n * BLOCK_N, k0])
         if UPCAST:
             xt = xt.to(tl.float32)
-            w = w.to(tl.float32)
-        acc = tl.dot(w.to(tl.bfloat16).to(xt.dtype), tl.trans(xt), acc)
-    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        if WFMT == 1:
+            if TILED:
+                b = w_desc.load([(pid_n * (K // BLOCK_K) + k0 // BLOCK_K) * BLOCK_N, 0])
+            else:
+                b = w_desc.load([pid_n * BLOCK_N, k0 // 2])
+            g = k0 // BLOCK_K
+            sg = tl.load(s_ptr + offs_n * stride_sn + g * stride_sg).to(tl.float32)
+            if ZW:
+                zw = tl.load(z_ptr + offs_n * stride_zn + (g // 4) * stride_zg)
+                z = (zw >> ((g % 4) * 8)) & 255
+            else:
+                z = tl.load(z_ptr + offs_n * stride_zn + g * stride_zg).to(tl.int32)
+            lo = (b & 15).to(tl.int32) - z[:, None]
+            hi = (b >> 4).to(tl.int32) - z[:, None]
+            w = tl.join(lo, hi).reshape(BLOCK_N, BLOCK_K).to(xt.dtype)
+            acc += tl.dot(w, tl.trans(xt)) * sg[:, None]
+        else:
+            w = w_desc.load([pid_n * BLOCK_N, k0])
+            if UPCAST:
+                w = w.to(tl.float32)
+            acc = tl.dot(w.to(tl.bfloat16).to(xt.dtype), tl.trans(xt), acc)
     offs_m = tl.arange(0, ROWS)
     at = offs_m[None, :].to(tl.int64) * N + offs_n[:, None]
     mmask = offs_m[None, :] < M
     if SPLIT_K == 1:
-        acc = acc * tl.load(s_ptr + offs_n)[:, None]
+        if WFMT != 1:
+            acc = acc * tl.load(s_ptr + offs_n)[:, None]
         if HAS_BIAS:
             acc = acc + tl.load(b_ptr + offs_n).to(tl.float32)[:, None]
         tl.store(y_ptr + at, acc.to(y_ptr.dtype.element_ty), mask=mmask)
@@ -95,13 +133,27 @@ def _wt_rows_kernel(
         tl.store(p_ptr + pid_s.to(tl.int64) * M * N + at, acc, mask=mmask)
 
 
-def serves(x: torch.Tensor, qdata: torch.Tensor, groups: int, wfmt: WeightFormat) -> bool:
+def serves(
+    x: torch.Tensor,
+    qdata: torch.Tensor,
+    groups: int,
+    wfmt: WeightFormat,
+    scale: torch.Tensor | None = None,
+    zero: torch.Tensor | None = None,
+) -> bool:
     """With AOQ_WT_ROWS=1: MIN_ROWS..ROWS rows of contiguous bf16 / fp16 x against
-    per-channel int8 or e4m3 codes [N, K], N a multiple of BLOCK_N and K of BLOCK_K (the
-    descriptors' 16-byte strides and whole steps), both at 16-byte aligned addresses (TMA's
-    global addresses), on NVIDIA sm90 (wgmma, TMA) or under the interpreter."""
+    per-channel int8 or e4m3 codes [N, K], or int4 codes with zero points in groups of
+    BLOCK_K (scale and zero [N, G], any strides; zero as uint8 or as pack_zero_words'
+    int32 words); N a multiple of BLOCK_N and K of BLOCK_K (the descriptors' 16-byte strides
+    and whole steps), x and the codes at 16-byte aligned addresses (TMA's global
+    addresses); on NVIDIA sm90 (wgmma, TMA) or under the interpreter."""
     m, k = x.shape
-    if not (ENABLED and wfmt in FORMATS and groups == 1 and x.dtype in X_DTYPES):
+    if not (ENABLED and wfmt in FORMATS and x.dtype in X_DTYPES):
+        return False
+    if wfmt is WeightFormat.UINT4:
+        if groups * BLOCK_K != k or scale is None or zero is None or zero.dim() != 2:
+            return False
+    elif groups != 1:
         return False
     if not MIN_ROWS <= m <= ROWS or k % BLOCK_K or qdata.shape[0] % BLOCK_N:
         return False
@@ -124,27 +176,35 @@ def wt_rows(
     x: torch.Tensor,
     qdata: torch.Tensor,
     scale: torch.Tensor,
+    zero: torch.Tensor | None,
     bias: torch.Tensor | None,
     y: torch.Tensor,
     split: int | None = None,
+    tiled: bool = False,
 ) -> torch.Tensor:
-    """y [M, N] = x qdataᵀ · scale + bias where :func:`serves` holds (``split``: force the
-    K split, tests). ``scale`` [N] or [N, 1] float32."""
+    """y [M, N] = x Wᵀ + bias where :func:`serves` holds: W = qdata · scale [N] or [N, 1]
+    (int8 / e4m3), or (q - zero) · scale by groups of BLOCK_K (int4; ``tiled``: codes in
+    tile order). ``split``: force the K split (tests)."""
     m, k = x.shape
     n = qdata.shape[0]
     if not y.is_contiguous():  # (the kernel stores rows of N)
         raise ValueError(f"wt_rows writes a contiguous y, got strides {y.stride()}")
     if _allocation._allocator.get() is _allocation._NULL_ALLOCATOR:
         triton.set_allocator(_torch_scratch)
+    int4 = qdata.dtype == torch.uint8
     n_prog = n // BLOCK_N
-    backend = backend_of(x.device)
-    p = splitk.plan(y, backend, n_prog, k, BLOCK_K, split, per_sm=PER_SM, fused=False)
-    s = scale.reshape(-1)
+    p = splitk.plan(y, backend_of(x.device), n_prog, k, BLOCK_K, split, per_sm=PER_SM,
+                    fused=False)  # fmt: skip
+    s = scale if int4 else scale.reshape(-1)
+    z = zero if zero is not None else s
+    sn, sg = (s.stride(0), s.stride(1)) if int4 else (1, 0)
+    zn, zg = (z.stride(0), z.stride(1)) if int4 else (1, 0)
     launch(_wt_rows_kernel, (n_prog, p.split),
-        x, qdata, s, bias if bias is not None else s, y, p.partials, m, n, k, p.k_split,
+        x, qdata, s, z, bias if bias is not None else s, y, p.partials, m, n, k, p.k_split,
+        sn, sg, zn, zg,
+        WFMT=int(int4), TILED=tiled and int4, ZW=z.dtype == torch.int32,
         HAS_BIAS=bias is not None, SPLIT_K=p.split, ROWS=ROWS, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K,
-        STAGES=STAGES, UPCAST=INTERPRET, TRIGGER=p.chain,
-        num_warps=4, num_stages=STAGES,
+        STAGES=STAGES, UPCAST=INTERPRET, TRIGGER=p.chain, num_warps=4, num_stages=STAGES,
     )  # fmt: skip
-    p.finish(y, col_scale=s, bias=bias)
+    p.finish(y, col_scale=None if int4 else s, bias=bias)
     return y

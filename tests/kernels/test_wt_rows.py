@@ -14,7 +14,7 @@ from aoq.kernels import weight_only as wo
 from aoq.kernels._common import INTERPRET, Strategy, WeightFormat
 
 from aoq.backends import Backend
-from aoq.formats import affine, float8
+from aoq.formats import affine, float8, packing
 
 GPU = torch.cuda.is_available() and not INTERPRET and wt_rows._sm90(-1)
 runs = pytest.mark.skipif(
@@ -39,6 +39,23 @@ def _weight(fmt: str, n: int, k: int) -> tuple[torch.Tensor, torch.Tensor, torch
     return q, s, q.double() * s.double()
 
 
+def _int4(n: int, k: int, tiled: bool, zeros: str) -> tuple[torch.Tensor, ...]:
+    """(codes packed two a byte, plain or in tile order; scale [N, G] float32; zero points
+    as ``zeros``: "rows" uint8 [N, G], "groups" the same values group-major (strides (1, N)),
+    "words" packing.pack_zero_words with the scales group-major (aoq.tensors.int4's GPU
+    layout for tiled codes); the dequantized float64 weight) on DEV."""
+    q, s, z = affine.quantize_uint4_asymmetric(torch.randn(n, k, device=DEV), 128)
+    s, z = s.float().contiguous(), z.to(torch.uint8).contiguous()
+    deq = (q.double() - z.double().repeat_interleave(128, 1)) * s.double().repeat_interleave(128, 1)
+    codes = packing.pack_uint4(q)
+    codes = packing.tile_uint4(codes) if tiled else codes
+    if zeros == "groups":
+        s, z = s.t().contiguous().t(), z.t().contiguous().t()
+    elif zeros == "words":
+        s, z = s.t().contiguous().t(), packing.pack_zero_words(z)
+    return codes, s, z, deq
+
+
 def _x(m: int, k: int, dtype: torch.dtype) -> torch.Tensor:
     return torch.randn(m, k, device=DEV).to(dtype)
 
@@ -54,7 +71,10 @@ def test_serves_its_rows_formats_and_shapes(enabled):
                               WeightFormat.INT8)  # fmt: skip
     assert not wt_rows.serves(x.float(), q, 1, WeightFormat.INT8)
     assert not wt_rows.serves(x, q, 2, WeightFormat.INT8)  # per channel only
-    assert not wt_rows.serves(x, q, 1, WeightFormat.UINT4)
+    codes, s, z = torch.empty(128, 128, dtype=torch.uint8), torch.empty(128, 2), torch.empty(128, 2)
+    assert wt_rows.serves(x, codes, 2, WeightFormat.UINT4, s, z) is ok  # groups of 128
+    assert not wt_rows.serves(x, codes, 2, WeightFormat.UINT4, s)  # zero points needed
+    assert not wt_rows.serves(x, codes, 4, WeightFormat.UINT4, s, z)  # groups of 64
     assert not wt_rows.serves(x, q[:96], 1, WeightFormat.INT8)  # N a multiple of BLOCK_N
     assert not wt_rows.serves(x[:, :192], q[:, :192], 1, WeightFormat.INT8)  # K of BLOCK_K
     assert not wt_rows.serves(torch.empty(256, 100, dtype=torch.bfloat16).t(), q, 1,
@@ -93,11 +113,38 @@ def test_matches_the_float64_product(fmt, dtype, m, split, bias):
     x = _x(m, k, dtype)
     b = torch.randn(n, device=DEV).to(dtype) if bias else None
     y = torch.empty(m, n, dtype=dtype, device=DEV)
-    wt_rows.wt_rows(x, q, s, b, y, split)
+    wt_rows.wt_rows(x, q, s, None, b, y, split)
     want = x.double() @ deq.T + (b.double() if bias else 0)
     # float32 sums, then one rounding to x's dtype: within two of its ulps of the product
     ulp = 2.0**-7 if dtype == torch.bfloat16 else 2.0**-10
     assert ((y.double() - want).abs() <= 2 * ulp * want.abs() + 1e-3).all()
+
+
+@runs
+@pytest.mark.parametrize(
+    ("tiled", "zeros", "dtype", "m", "split", "bias"),
+    pairwise([False, True], ["rows", "groups", "words"], {"bf16": torch.bfloat16,
+             "fp16": torch.float16}, [65, 128], [1, 2], [False, True]),
+)  # fmt: skip
+def test_int4_matches_the_float64_product(tiled, zeros, dtype, m, split, bias):
+    """int4 in groups of 128: plain or tiled codes, zero points as bytes by rows, by groups,
+    or as words (what aoq.tensors.int4 keeps on a GPU for tiled codes)."""
+    torch.manual_seed(3)
+    n, k = 128, 512
+    codes, s, z, deq = _int4(n, k, tiled, zeros)
+    x = _x(m, k, dtype)
+    b = torch.randn(n, device=DEV).to(dtype) if bias else None
+    y = torch.empty(m, n, dtype=dtype, device=DEV)
+    wt_rows.wt_rows(x, codes, s, z, b, y, split, tiled)
+    want = x.double() @ deq.T + (b.double() if bias else 0)
+    ulp = 2.0**-7 if dtype == torch.bfloat16 else 2.0**-10
+    assert ((y.double() - want).abs() <= 2 * ulp * want.abs() + 1e-3).all()
+
+
+def test_a_step_is_one_int4_tile():
+    """Tiled codes: a program's step (BLOCK_N rows x BLOCK_K codes) is one of
+    packing.tile_uint4's tiles, which the kernel's descriptor reads as one block."""
+    assert (wt_rows.BLOCK_N, wt_rows.BLOCK_K // 2) == (packing.TILE_ROWS, packing.TILE_BYTES)
 
 
 @runs
@@ -110,7 +157,7 @@ def test_splits_agree_and_rows_past_m_stay_out(fmt):
     ys = []
     for split in (1, 4):
         y = torch.full((72, 128), 7.0, dtype=torch.bfloat16, device=DEV)
-        wt_rows.wt_rows(x, q, s, None, y[:70], split)
+        wt_rows.wt_rows(x, q, s, None, None, y[:70], split)
         assert (y[70:] == 7.0).all()
         ys.append(y[:70].float())
     assert torch.allclose(ys[0], ys[1], rtol=2**-7, atol=1e-3)
@@ -128,4 +175,10 @@ def test_the_decode_entry_takes_it(enabled, monkeypatch):
     y = wo.weight_only_mm_triton(x, q, s, None, None, int(Strategy.DECODE))
     assert calls == [1]
     want = x.double() @ deq.T
+    assert ((y.double() - want).abs() <= 2 * 2.0**-7 * want.abs() + 1e-3).all()
+    # int4 in tile order with its zero points as words, as a GPU weight holds them
+    codes, s4, z4, deq4 = _int4(128, 256, True, "words")
+    y = wo.weight_only_mm_triton(x, codes, s4, z4, None, int(Strategy.DECODE), True)
+    assert calls == [1, 1]
+    want = x.double() @ deq4.T
     assert ((y.double() - want).abs() <= 2 * 2.0**-7 * want.abs() + 1e-3).all()
