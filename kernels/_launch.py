@@ -36,9 +36,10 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
+import triton
 from aoq.kernels._common import INTERPRET
 from triton import knobs
-from triton.runtime import driver
+from triton.runtime import _allocation, driver
 from triton.runtime.autotuner import Autotuner
 from triton.runtime.jit import JITFunction
 
@@ -56,13 +57,17 @@ class _Bound:
 
     On CUDA the C launch function is called directly when the kernel needs no scratch memory:
     Triton's ``CudaLauncher.__call__`` only adds (per call) a closure and two scratch
-    allocations of size zero around it (~1 µs of host time)."""
+    allocations of size zero around it (~1 µs of host time). A kernel with global scratch
+    (device-made tensor descriptors: wt_rows.py) keeps ``__call__``, which allocates it per
+    launch from Triton's allocator, made sure of first (:func:`scratch_allocator`)."""
 
     __slots__ = ("run", "direct", "flags", "function", "metadata", "tail", "grid")
 
     def __init__(self, compiled: Any, tail: tuple[Any, ...], grid: tuple[int, int, int] | None):
         compiled._init_handles()
         self.run = compiled.run
+        if getattr(compiled.run, "global_scratch_size", 0):
+            self.run = _with_allocator(compiled.run)
         self.direct, self.flags = _direct_launch(compiled.run)
         self.function = compiled.function
         self.metadata = compiled.packed_metadata
@@ -88,6 +93,28 @@ class _Bound:
         fn, argv, _ = self.frame(grid, args)
         argv[3] = stream
         fn(*argv)
+
+
+def _torch_scratch(size: int, alignment: int, stream: int | None) -> torch.Tensor:
+    """Global scratch from torch's caching allocator (a graph capture's pool while capturing;
+    torch's blocks are 512-byte aligned, more than Triton asks)."""
+    return torch.empty(size, dtype=torch.int8, device="cpu" if INTERPRET else "cuda")
+
+
+def scratch_allocator() -> None:
+    """Point Triton's allocator at :func:`_torch_scratch` where none is set. It is a context
+    variable, so a thread that never set one (a server's worker replaying an eager plan)
+    has none: every launch of a kernel with global scratch asks first."""
+    if _allocation._allocator.get() is _allocation._NULL_ALLOCATOR:
+        triton.set_allocator(_torch_scratch)
+
+
+def _with_allocator(run: Callable[..., None]) -> Callable[..., None]:
+    def launch_with_scratch(*args: Any) -> None:
+        scratch_allocator()
+        run(*args)
+
+    return launch_with_scratch
 
 
 def _direct_launch(run: Any) -> tuple[Callable[..., None] | None, tuple[Any, ...]]:

@@ -15,8 +15,8 @@ zero points as bytes or as pack_zero_words' words (a GPU weight's layout).
 Each program makes its two descriptors over plain pointers (``tl.make_tensor_descriptor``), so
 the launch takes tensors only (kernels/_launch.py's bound launches and aoq/plans.py's replays
 handle those); the descriptors live in global scratch from Triton's allocator, which
-:func:`wt_rows` sets to torch's caching allocator where none is set. Rows of x past M read
-as zeros (TMA's out-of-bounds fill) and are not stored.
+_launch.scratch_allocator points at torch's caching allocator where none is set. Rows of x
+past M read as zeros (TMA's out-of-bounds fill) and are not stored.
 
 K is split across programs where N / BLOCK_N column tiles would leave SMs idle (splitk.plan,
 two programs an SM: 8192^2 splits in 2, N 14336 not at all, N 4096 in 4), the partials summed
@@ -44,9 +44,8 @@ import triton
 import triton.language as tl
 from aoq.kernels import splitk
 from aoq.kernels._common import INTERPRET, WeightFormat, backend_of
-from aoq.kernels._launch import launch
+from aoq.kernels._launch import launch, scratch_allocator
 from aoq.kernels.decode_mma_tiles import _sm90
-from triton.runtime import _allocation
 
 ENABLED = os.environ.get("AOQ_WT_ROWS", "0") == "1"
 """Serve 65-128 rows here (see the module docstring for why it is off by default)."""
@@ -166,12 +165,6 @@ def serves(
     return _sm90(x.device.index if x.device.index is not None else -1)
 
 
-def _torch_scratch(size: int, alignment: int, stream: int | None) -> torch.Tensor:
-    """Triton's allocator for the descriptors' global scratch: torch's caching allocator (a
-    graph capture's pool while capturing)."""
-    return torch.empty(size, dtype=torch.int8, device="cpu" if INTERPRET else "cuda")
-
-
 def wt_rows(
     x: torch.Tensor,
     qdata: torch.Tensor,
@@ -189,8 +182,7 @@ def wt_rows(
     n = qdata.shape[0]
     if not y.is_contiguous():  # (the kernel stores rows of N)
         raise ValueError(f"wt_rows writes a contiguous y, got strides {y.stride()}")
-    if _allocation._allocator.get() is _allocation._NULL_ALLOCATOR:
-        triton.set_allocator(_torch_scratch)
+    scratch_allocator()  # (the first launch goes through Triton's own)
     int4 = qdata.dtype == torch.uint8
     n_prog = n // BLOCK_N
     p = splitk.plan(y, backend_of(x.device), n_prog, k, BLOCK_K, split, per_sm=PER_SM,

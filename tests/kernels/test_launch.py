@@ -141,3 +141,34 @@ def test_launch_hook_sends_every_launch_through_triton(monkeypatch):
         launch(kernel, (1,), x, y, 100, 1.0, BLOCK=128)
     assert len(seen) == 3 and kernel not in _launch._CACHE
     assert torch.equal(y, x)
+
+
+def test_a_kernel_with_scratch_finds_an_allocator_in_any_thread():
+    """Triton's allocator is a context variable: a thread that never set one has none. A
+    bound launch of a kernel with global scratch (wt_rows' device-made descriptors) sets
+    torch's first, and keeps one the thread set itself."""
+    import threading
+
+    from triton.runtime import _allocation
+
+    seen = []
+
+    def run(*args):
+        seen.append(_allocation._allocator.get())
+
+    wrapped = _launch._with_allocator(run)
+    thread = threading.Thread(target=wrapped, args=(1, 2))
+    thread.start()
+    thread.join()
+
+    def own(size, alignment, stream):
+        return torch.empty(size, dtype=torch.int8)
+
+    def with_own():
+        triton.set_allocator(own)
+        wrapped(3)
+
+    thread = threading.Thread(target=with_own)
+    thread.start()
+    thread.join()
+    assert seen == [_launch._torch_scratch, own]
