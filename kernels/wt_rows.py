@@ -146,8 +146,10 @@ def serves(
     int32 words); N a multiple of BLOCK_N and K of BLOCK_K (the descriptors' 16-byte strides
     and whole steps), x and the codes at 16-byte aligned addresses (TMA's global
     addresses); on NVIDIA sm90 (wgmma, TMA) or under the interpreter."""
+    if not ENABLED:  # (asked by every decode call: the cheapest test first)
+        return False
     m, k = x.shape
-    if not (ENABLED and wfmt in FORMATS and x.dtype in X_DTYPES):
+    if wfmt not in FORMATS or x.dtype not in X_DTYPES:
         return False
     if wfmt is WeightFormat.UINT4:
         if groups * BLOCK_K != k or scale is None or zero is None or zero.dim() != 2:
