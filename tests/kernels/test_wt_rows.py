@@ -8,11 +8,15 @@ weights, split or not, with and without a bias, and through weight_only_mm's dec
 
 import pytest
 import torch
+import torch.nn.functional as F
 from _pairwise import pairwise
 from aoq.kernels import splitk, wt_rows
 from aoq.kernels import weight_only as wo
 from aoq.kernels._common import INTERPRET, Strategy, WeightFormat
+from torch import nn
 
+import aoq
+from aoq import dispatch, plans
 from aoq.backends import Backend
 from aoq.formats import affine, float8, packing
 
@@ -182,3 +186,53 @@ def test_the_decode_entry_takes_it(enabled, monkeypatch):
     assert calls == [1, 1]
     want = x.double() @ deq4.T
     assert ((y.double() - want).abs() <= 2 * 2.0**-7 * want.abs() + 1e-3).all()
+
+
+@pytest.mark.skipif(not GPU, reason="eager plans, threads and CUDA graphs: an sm90 GPU")
+@pytest.mark.parametrize(
+    "config",
+    [aoq.Int8WeightOnlyConfig(), aoq.Float8WeightOnlyConfig(), aoq.Int4WeightOnlyConfig()],
+    ids=["int8wo", "fp8wo", "int4wo"],
+)
+def test_served_through_the_library(enabled, monkeypatch, config):
+    """A quantized Linear at 96 rows: served here under the decode strategy's name, the same
+    bits as a normal call when an eager plan replays it (on this thread and another: Triton's
+    allocator is per thread) and when a CUDA graph replays it with x rewritten, and within
+    float32 order of decode_mma's result."""
+    import threading
+
+    lin = aoq.quantize_(nn.Linear(1024, 512, device="cuda", dtype=torch.bfloat16), config)
+    w, b = lin.weight, lin.bias
+    xs = [torch.randn(96, 1024, device="cuda", dtype=torch.bfloat16) for _ in range(4)]
+    calls = []
+    real = wt_rows.wt_rows
+    monkeypatch.setattr(wt_rows, "wt_rows", lambda *a: calls.append(1) or real(*a))
+
+    def normal(x):
+        plans.forget(w)
+        return F.linear(x, w, b)
+
+    with torch.no_grad(), aoq.trace_kernels() as trace:
+        got = [F.linear(x, w, b) for x in xs]  # normal, recorded, replay, replay
+    assert calls, "wt_rows did not serve"
+    assert {r.kernel for r in trace.records} == {dispatch.select(w.scheme, xs[0], w, b)[0].name}
+    with torch.no_grad():
+        assert all(torch.equal(g, normal(x)) for g, x in zip(got, xs, strict=True))
+        for _ in range(2):  # normal() forgot the plans: record one again
+            F.linear(xs[0], w, b)
+        other = []
+        thread = threading.Thread(target=lambda: other.append(F.linear(xs[1], w, b)))
+        thread.start()
+        thread.join()
+        assert torch.equal(other[0], normal(xs[1]))
+        x = xs[2].clone()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            y = F.linear(x, w, b)
+        x.copy_(xs[3])
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(y, normal(xs[3]))
+        monkeypatch.setattr(wt_rows, "ENABLED", False)
+        mma = normal(xs[3]).float()
+    assert torch.allclose(y.float(), mma, rtol=2**-7, atol=1e-2)
