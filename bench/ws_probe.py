@@ -23,41 +23,53 @@ from __future__ import annotations
 
 import argparse
 import itertools
+from collections.abc import Callable
 
 from bench import wt_probe
 
-WS = (1, 0)
-"""The ws values swept (``--ws``)."""
-DESCS = (1,)
-"""Where the tensor descriptors are made (``--desc``): 1 the host, 2 each program."""
+WS = {"both": (1, 0), "on": (1,), "off": (0,)}
+"""``--ws``: the warp_specialize values kept."""
+DESC = {"host": (1,), "device": (2,), "both": (1, 2)}
+"""``--desc``: where the tensor descriptors are made, 1 the host, 2 each program."""
 
 
 def variants(fmt: str) -> list[dict[str, int]]:
-    """Each tile with and without warp specialization; 2-3 stages at 128-code steps (4 pass
-    the shared memory at 128-wide tiles), 3-4 at 64; int4 at its group's 128 codes."""
+    """Each tile with and without warp specialization, its descriptors made by the host or by
+    each program; 2-3 stages at 128-code steps (4 pass the shared memory at 128-wide tiles),
+    3-4 at 64; int4 at its group's 128 codes."""
     out = []
-    for ws, swap, bn, bk in itertools.product(WS, (1, 0), (64, 128), (64, 128)):
+    for ws, swap, bn, bk in itertools.product((1, 0), (1, 0), (64, 128), (64, 128)):
         if fmt == "int4" and bk != 128:
             continue
         for stages in (2, 3) if bk == 128 else (3, 4):
             cfg = {"ws": ws, "swap": swap, "BLOCK_N": bn, "BLOCK_K": bk, "stages": stages}
-            out += [dict(cfg, warps=4, desc=d) for d in DESCS]
+            out += [dict(cfg, warps=4, desc=d) for d in (1, 2)]
     return out
+
+
+def kept(args: argparse.Namespace) -> Callable[[str], list[dict[str, int]]]:
+    """:func:`variants` as ``--ws``, ``--desc`` and ``--where`` (key=value,...) keep them."""
+    want = {k: int(v) for k, v in (kv.split("=") for kv in args.where.split(",") if kv)}
+
+    def keep(fmt: str) -> list[dict[str, int]]:
+        return [
+            c for c in variants(fmt)
+            if c["ws"] in WS[args.ws] and c["desc"] in DESC[args.desc]
+            and all(c.get(k) == v for k, v in want.items())
+        ]  # fmt: skip
+
+    return keep
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     wt_probe.add_args(ap, ms="128", splits="1,2")
-    ap.add_argument("--ws", choices=("both", "on", "off"), default="both")
-    ap.add_argument("--desc", choices=("host", "device", "both"), default="host")
+    ap.add_argument("--ws", choices=tuple(WS), default="both")
+    ap.add_argument("--desc", choices=tuple(DESC), default="host")
     ap.add_argument("--where", default="", help="keep variants with these values: swap=1,stages=3")
     args = ap.parse_args()
-    global WS, DESCS
-    WS = {"both": (1, 0), "on": (1,), "off": (0,)}[args.ws]
-    DESCS = {"host": (1,), "device": (2,), "both": (1, 2)}[args.desc]
-    wt_probe.sweep(
-        args, wt_probe.Probe(wt_probe.run, variants, lambda ck: f"warps={ck.metadata.num_warps}")
-    )
+    warps = lambda ck: f"warps={ck.metadata.num_warps}"  # noqa: E731
+    wt_probe.sweep(args, wt_probe.Probe(wt_probe.run, kept(args), warps))
 
 
 if __name__ == "__main__":

@@ -43,3 +43,17 @@ def test_every_variant_passes_descriptors_and_pairs_each_tile_with_and_without_w
         assert all("ws" in c for c in cfgs)
         plain = [{**c, "ws": 0} for c in cfgs if c["ws"]]
         assert sorted(map(str, plain)) == sorted(str(c) for c in cfgs if not c["ws"])
+
+
+def test_ws_desc_and_where_keep_what_they_name():
+    import argparse
+
+    from bench import ws_probe  # noqa: PLC0415
+
+    args = argparse.Namespace(ws="off", desc="device", where="swap=1,BLOCK_K=128,stages=3")
+    cfgs = ws_probe.kept(args)("int8")
+    assert cfgs and all(c["ws"] == 0 and c["desc"] == 2 and c["swap"] == 1 for c in cfgs)
+    assert {c["BLOCK_K"] for c in cfgs} == {128} and {c["stages"] for c in cfgs} == {3}
+    assert {c["BLOCK_N"] for c in cfgs} == {64, 128}
+    both = argparse.Namespace(ws="both", desc="both", where="")
+    assert len(ws_probe.kept(both)("int4")) == len(ws_probe.variants("int4"))

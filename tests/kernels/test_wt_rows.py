@@ -1,10 +1,10 @@
-"""kernels/wt_rows.py: weight-only int8 / e4m3 at 65-128 rows with the weights as the MMA's
-register operand, x and the codes through device-made tensor descriptors.
+"""kernels/wt_rows.py: weight-only int8, e4m3 and int4 at 65-128 rows with the weights as the
+MMA's register operand, x and the codes through device-made tensor descriptors.
 
 The serving rules run anywhere; the kernel runs under TRITON_INTERPRET=1 (``make
-kernels-interpret``) and on an sm90 GPU: against the float64 product of the dequantized
-weights, split or not, with and without a bias, and through weight_only_mm's decode entry
-(the path the dispatch takes)."""
+kernels-interpret``) and on an sm90 GPU: against the float64 product of the weights
+aoq.formats dequantizes (the reference), split or not, with and without a bias, and
+through weight_only_mm's decode entry (the path the dispatch takes)."""
 
 import pytest
 import torch
@@ -33,24 +33,25 @@ def enabled(monkeypatch):
 
 
 def _weight(fmt: str, n: int, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(codes, scale [N, 1] float32, dequantized float64 weight) on DEV."""
+    """(codes, scale [N, 1] float32, the weight aoq.formats dequantizes, as float64) on DEV."""
     w = torch.randn(n, k, device=DEV)
     if fmt == "int8":
         q, s = affine.quantize_int8_symmetric(w, None)
-    else:
-        q, s = float8.quantize_fp8(w, float8.Granularity.ROW)
+        s = s.reshape(-1, 1).float()
+        return q, s, affine.dequantize_symmetric(q, s).double()
+    q, s = float8.quantize_fp8(w, float8.Granularity.ROW)
     s = s.reshape(-1, 1).float()
-    return q, s, q.double() * s.double()
+    return q, s, float8.dequantize_fp8(q, s).double()
 
 
 def _int4(n: int, k: int, tiled: bool, zeros: str) -> tuple[torch.Tensor, ...]:
     """(codes packed two a byte, plain or in tile order; scale [N, G] float32; zero points
     as ``zeros``: "rows" uint8 [N, G], "groups" the same values group-major (strides (1, N)),
     "words" packing.pack_zero_words with the scales group-major (aoq.tensors.int4's GPU
-    layout for tiled codes); the dequantized float64 weight) on DEV."""
+    layout for tiled codes); the weight aoq.formats dequantizes, as float64) on DEV."""
     q, s, z = affine.quantize_uint4_asymmetric(torch.randn(n, k, device=DEV), 128)
     s, z = s.float().contiguous(), z.to(torch.uint8).contiguous()
-    deq = (q.double() - z.double().repeat_interleave(128, 1)) * s.double().repeat_interleave(128, 1)
+    deq = affine.dequantize_uint4_asymmetric(q, s, z).double()
     codes = packing.pack_uint4(q)
     codes = packing.tile_uint4(codes) if tiled else codes
     if zeros == "groups":
