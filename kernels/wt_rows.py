@@ -57,6 +57,9 @@ STAGES = 3
 PER_SM = 2
 """Programs an SM the K split aims at (one fits at a time: 3 stages of a 64 x 128 code step
 and a 128 x 128 bf16 x step take 112 KB of shared memory on sm90, 121 KB for int4)."""
+X_DESC_ROWS = int(os.environ.get("AOQ_WT_ROWS_DESC", "128"))
+"""x through a tensor descriptor from this many rows, by pointers below (TMA's boxes past x's
+last row ran slowly: to be measured)."""
 FORMATS = (WeightFormat.INT8, WeightFormat.FP8, WeightFormat.UINT4)
 X_DTYPES = (torch.bfloat16, torch.float16)
 
@@ -67,7 +70,8 @@ def _wt_rows_kernel(
     stride_sn, stride_sg, stride_zn, stride_zg,
     WFMT: tl.constexpr, TILED: tl.constexpr, ZW: tl.constexpr, HAS_BIAS: tl.constexpr,
     SPLIT_K: tl.constexpr, ROWS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    STAGES: tl.constexpr, UPCAST: tl.constexpr = False, TRIGGER: tl.constexpr = False,
+    STAGES: tl.constexpr, X_DESC: tl.constexpr = True, UPCAST: tl.constexpr = False,
+    TRIGGER: tl.constexpr = False,
 ):  # fmt: skip
     """Program (n, s): rows n·BLOCK_N.. of W against all of x over K range s. SPLIT_K 1:
     y [M, N] scaled, biased and cast; else the float32 partial [M, N] into p[s].
@@ -83,7 +87,9 @@ def _wt_rows_kernel(
     pid_n = tl.program_id(0)
     pid_s = tl.program_id(1)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    x_desc = tl.make_tensor_descriptor(x_ptr, [M, K], [K, 1], [ROWS, BLOCK_K])
+    offs_m = tl.arange(0, ROWS)
+    if X_DESC:
+        x_desc = tl.make_tensor_descriptor(x_ptr, [M, K], [K, 1], [ROWS, BLOCK_K])
     if WFMT == 1 and TILED:  # the codes as rows of one tile row's bytes
         w_desc = tl.make_tensor_descriptor(
             w_ptr, [N * K // BLOCK_K, BLOCK_K // 2], [BLOCK_K // 2, 1], [BLOCK_N, BLOCK_K // 2]
@@ -95,7 +101,12 @@ def _wt_rows_kernel(
     k_lo, k_hi = splitk.k_range(pid_s, K, K_SPLIT, SPLIT_K)
     acc = tl.zeros((BLOCK_N, ROWS), dtype=tl.float32)
     for k0 in tl.range(k_lo, k_hi, BLOCK_K, num_stages=STAGES):
-        xt = x_desc.load([0, k0])
+        if X_DESC:
+            xt = x_desc.load([0, k0])
+        else:
+            offs_k = k0 + tl.arange(0, BLOCK_K)
+            xt = tl.load(x_ptr + offs_m[:, None] * K + offs_k[None, :], mask=offs_m[:, None] < M,
+                         other=0.0)  # fmt: skip
         if UPCAST:
             xt = xt.to(tl.float32)
         if WFMT == 1:
@@ -105,9 +116,11 @@ def _wt_rows_kernel(
                 b = w_desc.load([pid_n * BLOCK_N, k0 // 2])
             g = k0 // BLOCK_K
             sg = tl.load(s_ptr + offs_n * stride_sn + g * stride_sg).to(tl.float32)
-            if ZW:
-                zw = tl.load(z_ptr + offs_n * stride_zn + (g // 4) * stride_zg)
-                z = (zw >> ((g % 4) * 8)) & 255
+            if ZW:  # the word's byte g % 4, loaded as a byte (a 4-byte load is pipelined
+                # through shared memory, which left one program an SM: 92 against 51 µs)
+                zb = z_ptr.to(tl.pointer_type(tl.uint8))
+                z = tl.load(zb + (offs_n * stride_zn + (g // 4) * stride_zg) * 4 + g % 4)
+                z = z.to(tl.int32)
             else:
                 z = tl.load(z_ptr + offs_n * stride_zn + g * stride_zg).to(tl.int32)
             lo = (b & 15).to(tl.int32) - z[:, None]
@@ -119,7 +132,6 @@ def _wt_rows_kernel(
             if UPCAST:
                 w = w.to(tl.float32)
             acc = tl.dot(w.to(tl.bfloat16).to(xt.dtype), tl.trans(xt), acc)
-    offs_m = tl.arange(0, ROWS)
     at = offs_m[None, :].to(tl.int64) * N + offs_n[:, None]
     mmask = offs_m[None, :] < M
     if SPLIT_K == 1:
@@ -198,7 +210,7 @@ def wt_rows(
         sn, sg, zn, zg,
         WFMT=int(int4), TILED=tiled and int4, ZW=z.dtype == torch.int32,
         HAS_BIAS=bias is not None, SPLIT_K=p.split, ROWS=ROWS, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K,
-        STAGES=STAGES, UPCAST=INTERPRET, TRIGGER=p.chain, num_warps=4, num_stages=STAGES,
+        STAGES=STAGES, X_DESC=m >= X_DESC_ROWS, UPCAST=INTERPRET, TRIGGER=p.chain, num_warps=4, num_stages=STAGES,
     )  # fmt: skip
     p.finish(y, col_scale=None if int4 else s, bias=bias)
     return y

@@ -146,6 +146,26 @@ def test_int4_matches_the_float64_product(tiled, zeros, dtype, m, split, bias):
     assert ((y.double() - want).abs() <= 2 * ulp * want.abs() + 1e-3).all()
 
 
+@runs
+@pytest.mark.parametrize(("fmt", "m"), [("int8", 65), ("fp8", 128), ("int4", 100)])
+def test_x_by_descriptor_or_by_pointers_the_same_sums(fmt, m, monkeypatch):
+    """x through a tensor descriptor (from X_DESC_ROWS rows) or by masked loads: the same
+    tiles in the same order, so the same bits."""
+    torch.manual_seed(4)
+    n, k = 128, 256
+    if fmt == "int4":
+        q, s, z, _ = _int4(n, k, True, "words")
+    else:
+        (q, s, _), z = _weight(fmt, n, k), None
+    x = _x(m, k, torch.bfloat16)
+    ys = []
+    for rows in (wt_rows.MIN_ROWS, wt_rows.ROWS + 1):
+        monkeypatch.setattr(wt_rows, "X_DESC_ROWS", rows)
+        y = torch.empty(m, n, dtype=torch.bfloat16, device=DEV)
+        ys.append(wt_rows.wt_rows(x, q, s, z, None, y, 2, fmt == "int4"))
+    assert torch.equal(ys[0], ys[1])
+
+
 def test_a_step_is_one_int4_tile():
     """Tiled codes: a program's step (BLOCK_N rows x BLOCK_K codes) is one of
     packing.tile_uint4's tiles, which the kernel's descriptor reads as one block."""
