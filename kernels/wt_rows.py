@@ -1,5 +1,6 @@
-"""Weight-only int8, e4m3 and int4 (groups of 128) linears at 65-128 rows of x on sm90: the
-weights as wgmma's register operand, x and the codes through tensor descriptors.
+"""Weight-only int8, e4m3 and int4 (groups of 128) linears at up to 128 rows of x on sm90 (from
+112 rows for int8 and e4m3, 96 for int4): the weights as wgmma's register operand, x and the
+codes through tensor descriptors.
 
 Orientation: y^T = W x^T. A program takes BLOCK_N rows of W (the MMA's M side, 64: one
 wgmma's rows per warp group) against all ROWS (128) rows of x (the MMA's N side). Each step's
@@ -30,9 +31,15 @@ descriptors, row-major codes) timed this tile at 46.3 / 39.7 / 38.1 µs for int8
 (bench run c78e5d) and bf16's 37.9-38.7 / 34.1-34.5 / 37.2-37.3. Warp specialization of the
 same loop ran 72-100 µs, and hung at 128-row weight tiles.
 
-Off unless ``AOQ_WT_ROWS=1``: the device-made descriptors, the launch through aoq's
-launcher and the served path have not yet been timed or run on a GPU (bench/NOTES.md,
-session 49).
+Served (session 50, H200, graph replays through F.linear, µs at 8192^2 / 4096 x 14336 /
+14336 x 4096): at 128 rows int8 49.6 / 40.8 / 42.0 against decode_mma's 52.1 / 51.3 / 47.0,
+e4m3 47.1 / 39.3 / 40.3 against 48.2 / 47.9 / 44.1, int4 55.2 / 50.6 / 49.6 against 62.6 /
+62.7 / 56.3; at 112 rows int8 45.1 / 39.6 / 40.0 against 50.7 / 50.2 / 46.4. Below MIN_ROWS
+decode_mma keeps the rows: a TMA box that runs past x's last row loads slowly (int8 at 65
+rows 73.8 / 65.7 / 54.9 µs, at 96 58.3 / 51.0 / 43.3, against decode_mma's 48.2 / 48.6 / 44.0
+and 50.0 / 49.7 / 45.0); x by masked loads instead (``X_DESC``) ran from 11 % faster to
+13 % slower than decode_mma at 65-96 rows (bench/NOTES.md, session 50). ``AOQ_WT_ROWS=0``
+turns it off; ``AOQ_WT_ROWS_DESC=R`` loads x by masked loads below R rows (A/B runs).
 """
 
 from __future__ import annotations
@@ -47,20 +54,20 @@ from aoq.kernels._common import INTERPRET, WeightFormat, backend_of
 from aoq.kernels._launch import launch, scratch_allocator
 from aoq.kernels.decode_mma_tiles import _sm90
 
-ENABLED = os.environ.get("AOQ_WT_ROWS", "0") == "1"
-"""Serve 65-128 rows here (see the module docstring for why it is off by default)."""
-MIN_ROWS = 65
+ENABLED = os.environ.get("AOQ_WT_ROWS", "1") != "0"
+"""Serve MIN_ROWS..ROWS rows here (off: decode_mma keeps them; A/B runs, bisecting)."""
 ROWS = 128
 BLOCK_N = 64
 BLOCK_K = 128
 STAGES = 3
 PER_SM = 2
-"""Programs an SM the K split aims at (one fits at a time: 3 stages of a 64 x 128 code step
-and a 128 x 128 bf16 x step take 112 KB of shared memory on sm90, 121 KB for int4)."""
-X_DESC_ROWS = int(os.environ.get("AOQ_WT_ROWS_DESC", "128"))
-"""x through a tensor descriptor from this many rows, by pointers below (TMA's boxes past x's
-last row ran slowly: to be measured)."""
-FORMATS = (WeightFormat.INT8, WeightFormat.FP8, WeightFormat.UINT4)
+"""Programs an SM the K split aims at (3 stages of a 64 x 128 code step and a 128 x 128 bf16
+x step take 112 KB of shared memory on sm90, int4's 104 KB)."""
+MIN_ROWS = {WeightFormat.INT8: 112, WeightFormat.FP8: 112, WeightFormat.UINT4: 96}
+"""The fewest rows served, by format: where every goal shape ran faster than decode_mma."""
+X_DESC_ROWS = int(os.environ.get("AOQ_WT_ROWS_DESC", "65"))
+"""x through a tensor descriptor from this many rows, by masked loads below."""
+FORMATS = tuple(MIN_ROWS)
 X_DTYPES = (torch.bfloat16, torch.float16)
 
 
@@ -152,7 +159,7 @@ def serves(
     scale: torch.Tensor | None = None,
     zero: torch.Tensor | None = None,
 ) -> bool:
-    """With AOQ_WT_ROWS=1: MIN_ROWS..ROWS rows of contiguous bf16 / fp16 x against
+    """Unless AOQ_WT_ROWS=0: MIN_ROWS[format]..ROWS rows of contiguous bf16 / fp16 x against
     per-channel int8 or e4m3 codes [N, K], or int4 codes with zero points in groups of
     BLOCK_K (scale and zero [N, G], any strides; zero as uint8 or as pack_zero_words'
     int32 words); N a multiple of BLOCK_N and K of BLOCK_K (the descriptors' 16-byte strides
@@ -168,7 +175,7 @@ def serves(
             return False
     elif groups != 1:
         return False
-    if not MIN_ROWS <= m <= ROWS or k % BLOCK_K or qdata.shape[0] % BLOCK_N:
+    if not MIN_ROWS[wfmt] <= m <= ROWS or k % BLOCK_K or qdata.shape[0] % BLOCK_N:
         return False
     if not (x.is_contiguous() and qdata.is_contiguous()):
         return False
@@ -210,7 +217,8 @@ def wt_rows(
         sn, sg, zn, zg,
         WFMT=int(int4), TILED=tiled and int4, ZW=z.dtype == torch.int32,
         HAS_BIAS=bias is not None, SPLIT_K=p.split, ROWS=ROWS, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K,
-        STAGES=STAGES, X_DESC=m >= X_DESC_ROWS, UPCAST=INTERPRET, TRIGGER=p.chain, num_warps=4, num_stages=STAGES,
+        STAGES=STAGES, X_DESC=m >= X_DESC_ROWS, UPCAST=INTERPRET, TRIGGER=p.chain, num_warps=4,
+        num_stages=STAGES,
     )  # fmt: skip
     p.finish(y, col_scale=None if int4 else s, bias=bias)
     return y

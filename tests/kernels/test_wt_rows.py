@@ -66,32 +66,34 @@ def _x(m: int, k: int, dtype: torch.dtype) -> torch.Tensor:
 
 
 def test_serves_its_rows_formats_and_shapes(enabled):
-    x, q = torch.empty(100, 256, dtype=torch.bfloat16), torch.empty(128, 256, dtype=torch.int8)
+    x, q = torch.empty(120, 256, dtype=torch.bfloat16), torch.empty(128, 256, dtype=torch.int8)
     ok = INTERPRET  # CPU tensors: only the interpreter runs kernels on them
     assert wt_rows.serves(x, q, 1, WeightFormat.INT8) is ok
     assert wt_rows.serves(x.half(), q, 1, WeightFormat.FP8) is ok
-    assert wt_rows.serves(x[:65], q, 1, WeightFormat.INT8) is ok
-    assert not wt_rows.serves(x[:64], q, 1, WeightFormat.INT8)  # decode_mma's rows
+    assert wt_rows.serves(x[:112], q, 1, WeightFormat.INT8) is ok
+    assert not wt_rows.serves(x[:111], q, 1, WeightFormat.INT8)  # decode_mma's rows
     assert not wt_rows.serves(torch.empty(129, 256, dtype=torch.bfloat16), q, 1,
                               WeightFormat.INT8)  # fmt: skip
     assert not wt_rows.serves(x.float(), q, 1, WeightFormat.INT8)
     assert not wt_rows.serves(x, q, 2, WeightFormat.INT8)  # per channel only
     codes, s, z = torch.empty(128, 128, dtype=torch.uint8), torch.empty(128, 2), torch.empty(128, 2)
     assert wt_rows.serves(x, codes, 2, WeightFormat.UINT4, s, z) is ok  # groups of 128
+    assert wt_rows.serves(x[:96], codes, 2, WeightFormat.UINT4, s, z) is ok  # int4 from 96
+    assert not wt_rows.serves(x[:95], codes, 2, WeightFormat.UINT4, s, z)
     assert not wt_rows.serves(x, codes, 2, WeightFormat.UINT4, s)  # zero points needed
     assert not wt_rows.serves(x, codes, 4, WeightFormat.UINT4, s, z)  # groups of 64
     assert not wt_rows.serves(x, q[:96], 1, WeightFormat.INT8)  # N a multiple of BLOCK_N
     assert not wt_rows.serves(x[:, :192], q[:, :192], 1, WeightFormat.INT8)  # K of BLOCK_K
     assert not wt_rows.serves(torch.empty(256, 100, dtype=torch.bfloat16).t(), q, 1,
                               WeightFormat.INT8)  # fmt: skip
-    flat = torch.empty(100 * 256 + 8, dtype=torch.bfloat16)
-    assert wt_rows.serves(flat[8:].view(100, 256), q, 1, WeightFormat.INT8) is ok  # 16 bytes in
-    assert not wt_rows.serves(flat[1:-7].view(100, 256), q, 1, WeightFormat.INT8)  # TMA: 2 bytes
+    flat = torch.empty(120 * 256 + 8, dtype=torch.bfloat16)
+    assert wt_rows.serves(flat[8:].view(120, 256), q, 1, WeightFormat.INT8) is ok  # 16 bytes in
+    assert not wt_rows.serves(flat[1:-7].view(120, 256), q, 1, WeightFormat.INT8)  # TMA: 2 bytes
 
 
-def test_off_by_default(monkeypatch):
+def test_off_serves_nothing(monkeypatch):
     monkeypatch.setattr(wt_rows, "ENABLED", False)
-    x, q = torch.empty(100, 256, dtype=torch.bfloat16), torch.empty(128, 256, dtype=torch.int8)
+    x, q = torch.empty(120, 256, dtype=torch.bfloat16), torch.empty(128, 256, dtype=torch.int8)
     assert not wt_rows.serves(x, q, 1, WeightFormat.INT8)
 
 
@@ -159,7 +161,7 @@ def test_x_by_descriptor_or_by_pointers_the_same_sums(fmt, m, monkeypatch):
         (q, s, _), z = _weight(fmt, n, k), None
     x = _x(m, k, torch.bfloat16)
     ys = []
-    for rows in (wt_rows.MIN_ROWS, wt_rows.ROWS + 1):
+    for rows in (1, wt_rows.ROWS + 1):
         monkeypatch.setattr(wt_rows, "X_DESC_ROWS", rows)
         y = torch.empty(m, n, dtype=torch.bfloat16, device=DEV)
         ys.append(wt_rows.wt_rows(x, q, s, z, None, y, 2, fmt == "int4"))
@@ -190,19 +192,23 @@ def test_splits_agree_and_rows_past_m_stay_out(fmt):
 
 @runs
 def test_the_decode_entry_takes_it(enabled, monkeypatch):
-    """weight_only_mm's decode strategy hands 65-128 rows to wt_rows when it serves."""
+    """weight_only_mm's decode strategy hands its rows to wt_rows where it serves: int8 at 112
+    (not at 111: decode_mma's), int4 at 96."""
     torch.manual_seed(2)
     q, s, deq = _weight("int8", 128, 256)
-    x = _x(96, 256, torch.bfloat16)
+    x = _x(112, 256, torch.bfloat16)
     calls = []
     real = wt_rows.wt_rows
     monkeypatch.setattr(wt_rows, "wt_rows", lambda *a: calls.append(1) or real(*a))
+    wo.weight_only_mm_triton(x[:111], q, s, None, None, int(Strategy.DECODE))
+    assert calls == []
     y = wo.weight_only_mm_triton(x, q, s, None, None, int(Strategy.DECODE))
     assert calls == [1]
     want = x.double() @ deq.T
     assert ((y.double() - want).abs() <= 2 * 2.0**-7 * want.abs() + 1e-3).all()
     # int4 in tile order with its zero points as words, as a GPU weight holds them
     codes, s4, z4, deq4 = _int4(128, 256, True, "words")
+    x = x[:96]
     y = wo.weight_only_mm_triton(x, codes, s4, z4, None, int(Strategy.DECODE), True)
     assert calls == [1, 1]
     want = x.double() @ deq4.T
@@ -216,7 +222,7 @@ def test_the_decode_entry_takes_it(enabled, monkeypatch):
     ids=["int8wo", "fp8wo", "int4wo"],
 )
 def test_served_through_the_library(enabled, monkeypatch, config):
-    """A quantized Linear at 96 rows: served here under the decode strategy's name, the same
+    """A quantized Linear at 120 rows: served here under the decode strategy's name, the same
     bits as a normal call when an eager plan replays it (on this thread and another: Triton's
     allocator is per thread) and when a CUDA graph replays it with x rewritten, and within
     float32 order of decode_mma's result."""
@@ -224,7 +230,7 @@ def test_served_through_the_library(enabled, monkeypatch, config):
 
     lin = aoq.quantize_(nn.Linear(1024, 512, device="cuda", dtype=torch.bfloat16), config)
     w, b = lin.weight, lin.bias
-    xs = [torch.randn(96, 1024, device="cuda", dtype=torch.bfloat16) for _ in range(4)]
+    xs = [torch.randn(120, 1024, device="cuda", dtype=torch.bfloat16) for _ in range(4)]
     calls = []
     real = wt_rows.wt_rows
     monkeypatch.setattr(wt_rows, "wt_rows", lambda *a: calls.append(1) or real(*a))
