@@ -90,6 +90,8 @@ DECODE_ROWS_MAX_M = {
 .ROWS_TILE's largest padding), where it takes them."""
 W4A8_ROWS_MAX_M = 64
 """W4A8 on sm90: the decode kernel up to this many rows, where it takes them."""
+W4A8_WT_ROWS_MAX_M = 128
+"""W4A8 on sm90: kernels/wt_rows.py's tile past W4A8_ROWS_MAX_M up to this many rows."""
 PREFILL_TRITON_MAX_M = 256
 FP8_TRITON_MAX_M = 64
 """fp8 W8A8 on sm90: the Triton kernel (K split at 17-64 rows) before cuBLAS up to here."""
@@ -136,12 +138,15 @@ def _gpu_rows() -> None:
         )
         # sm90: the decode kernel (decode_mma at 32 / 64 rows: decode_mma_tiles.ROWS_TILE) to
         # 64 rows, 3.0-9.6x the prefill kernel's speed at 17-32 rows on an H200 and 1.7-6.2x
-        # at 64 (asymmetric x included); past that dequantize + cuBLAS, 1.3-2.7x the prefill
-        # kernel at 65-256 rows (bench/NOTES.md, session 45)
+        # at 64 (asymmetric x included); at 65-128 the same dequantized operands as the
+        # BLAS path with the weights made in registers (kernels/wt_rows.py, session 50); past
+        # that dequantize + cuBLAS, 1.3-2.7x the prefill kernel at 65-256 rows (bench/NOTES.md,
+        # session 45)
         if backend is Backend.CUDA:
             ARCH_BY_M[(Scheme.INT8_INT4, backend, "sm90")] = (
                 (DECODE_MAX_M, ("triton.w4a8.decode",)),
                 (W4A8_ROWS_MAX_M, ("triton.w4a8.decode", "triton.w4a8.prefill")),
+                (W4A8_WT_ROWS_MAX_M, ("triton.w4a8.rows", f"{blas}.w4a8.dequant_mm")),
                 (M_ANY, (f"{blas}.w4a8.dequant_mm",)),
             )
         # ...but not for float32 activations: their BLAS matmul runs at the float32 rate

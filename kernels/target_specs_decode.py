@@ -271,8 +271,9 @@ def wt_rows_specs(target: str) -> list[Spec]:
     """kernels/wt_rows.py (weight-only at 65-128 rows, the weights as the MMA's register
     operand, device-made tensor descriptors): int8, e4m3, and int4 in tile order with its
     zero points as words (a GPU weight's layout), split, and chained where the target has
-    PDL. Served on sm90 only; the other targets compile it as their Triton lowers
-    descriptors (plain loads where there is no TMA)."""
+    PDL; W4A8's tile (groups of 32, x by masked loads). Served on sm90 only; the other
+    targets compile it as their Triton lowers descriptors (plain loads where there is no
+    TMA)."""
     from aoq.kernels import wt_rows
     from aoq.kernels.target_specs import fp8_pointer
 
@@ -291,6 +292,11 @@ def wt_rows_specs(target: str) -> list[Spec]:
                                "z_ptr": "*i32"}, constexprs={**ce, "WFMT": 1, "TILED": True,
                                "ZW": True}, spill_budget=640 if target in ("sm80", "sm89")
                                else 0)  # fmt: skip
+    # W4A8's tile: int4 codes q + 8 in groups of 32 dequantized in float32 to bf16, x by
+    # masked loads (its 65-95 rows)
+    w4a8 = dataclasses.replace(int8, name="w4a8.rows", signature={**sig, "w_ptr": "*u8"},
+                               constexprs={**ce, "WFMT": 2, "GROUP": 32, "X_DESC": False},
+                               spill_budget=int4.spill_budget)  # fmt: skip
     chain = [
         dataclasses.replace(
             s, name=f"{s.name}_chained", constexprs={**s.constexprs, "TRIGGER": True}
@@ -298,4 +304,4 @@ def wt_rows_specs(target: str) -> list[Spec]:
         for s in (int8, fp8, int4)
         if target in PDL_TARGETS
     ]
-    return [int8, fp8, int4, *chain]
+    return [int8, fp8, int4, w4a8, *chain]

@@ -54,6 +54,9 @@ from aoq.kernels._common import INTERPRET, WeightFormat, backend_of
 from aoq.kernels._launch import launch, scratch_allocator
 from aoq.kernels.decode_mma_tiles import _sm90
 
+from aoq.formats import linear as ref
+from aoq.formats.packing import unpack_uint4
+
 ENABLED = os.environ.get("AOQ_WT_ROWS", "1") != "0"
 """Serve MIN_ROWS..ROWS rows here (off: decode_mma keeps them; A/B runs, bisecting)."""
 ROWS = 128
@@ -65,10 +68,22 @@ PER_SM = 2
 x step take 112 KB of shared memory on sm90, int4's 104 KB)."""
 MIN_ROWS = {WeightFormat.INT8: 112, WeightFormat.FP8: 112, WeightFormat.UINT4: 96}
 """The fewest rows served, by format: where every goal shape ran faster than decode_mma."""
-X_DESC_ROWS = int(os.environ.get("AOQ_WT_ROWS_DESC", "65"))
-"""x through a tensor descriptor from this many rows, by masked loads below."""
+W4A8_MIN_ROWS = 65
+"""W4A8 (:func:`w4a8_rows`) from here: its other path past 64 rows dequantizes the weights
+into a bf16 copy for cuBLAS (0.38-0.40x bf16 at 128 rows on an H200, run 0a4e49)."""
+X_DESC_ROWS = int(os.environ.get("AOQ_WT_ROWS_DESC", "96"))
+"""x through a tensor descriptor from this many rows, by masked loads below (a box past x's
+last row loads slowly: W4A8 below 96 rows; the other formats are served from 96 or 112)."""
 FORMATS = tuple(MIN_ROWS)
 X_DTYPES = (torch.bfloat16, torch.float16)
+
+
+@triton.jit
+def _nearest_bf16(w):
+    """float32 -> the nearest bf16 value (ties to even), as float32 (finite w)."""
+    bits = w.to(tl.uint32, bitcast=True)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return bits.to(tl.float32, bitcast=True)
 
 
 @triton.jit
@@ -77,8 +92,8 @@ def _wt_rows_kernel(
     stride_sn, stride_sg, stride_zn, stride_zg,
     WFMT: tl.constexpr, TILED: tl.constexpr, ZW: tl.constexpr, HAS_BIAS: tl.constexpr,
     SPLIT_K: tl.constexpr, ROWS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    STAGES: tl.constexpr, X_DESC: tl.constexpr = True, UPCAST: tl.constexpr = False,
-    TRIGGER: tl.constexpr = False,
+    STAGES: tl.constexpr, X_DESC: tl.constexpr = True, GROUP: tl.constexpr = 128,
+    UPCAST: tl.constexpr = False, TRIGGER: tl.constexpr = False,
 ):  # fmt: skip
     """Program (n, s): rows n·BLOCK_N.. of W against all of x over K range s. SPLIT_K 1:
     y [M, N] scaled, biased and cast; else the float32 partial [M, N] into p[s].
@@ -88,8 +103,11 @@ def _wt_rows_kernel(
     dtype on the MMA, each group's product times its scale s[n, g] (strides stride_sn,
     stride_sg; z alike, or with ZW int32 words of four groups, packing.pack_zero_words);
     TILED: the codes in packing.tile_uint4's order (tiles of BLOCK_N rows x BLOCK_K / 2 bytes
-    one after another along K), one tile a step. UPCAST (the interpreter): float32 operands
-    (its int8 -> bf16 gives NaN, its bf16 dots are not float32 sums)."""
+    one after another along K), one tile a step. WFMT 2 (W4A8's int4 codes q + 8, packed as
+    WFMT 1, in groups of GROUP dividing BLOCK_K): each weight (q - 8) · s[n, g] in float32,
+    rounded once to x's dtype (weight_dequant's values). X_DESC: x through a tensor
+    descriptor, else by masked loads. UPCAST (the interpreter): float32 operands (its int8 ->
+    bf16 gives NaN, its bf16 dots are not float32 sums)."""
     splitk.trigger(TRIGGER)
     pid_n = tl.program_id(0)
     pid_s = tl.program_id(1)
@@ -101,7 +119,7 @@ def _wt_rows_kernel(
         w_desc = tl.make_tensor_descriptor(
             w_ptr, [N * K // BLOCK_K, BLOCK_K // 2], [BLOCK_K // 2, 1], [BLOCK_N, BLOCK_K // 2]
         )
-    elif WFMT == 1:
+    elif WFMT >= 1:
         w_desc = tl.make_tensor_descriptor(w_ptr, [N, K // 2], [K // 2, 1], [BLOCK_N, BLOCK_K // 2])
     else:
         w_desc = tl.make_tensor_descriptor(w_ptr, [N, K], [K, 1], [BLOCK_N, BLOCK_K])
@@ -134,6 +152,21 @@ def _wt_rows_kernel(
             hi = (b >> 4).to(tl.int32) - z[:, None]
             w = tl.join(lo, hi).reshape(BLOCK_N, BLOCK_K).to(xt.dtype)
             acc += tl.dot(w, tl.trans(xt)) * sg[:, None]
+        elif WFMT == 2:
+            b = w_desc.load([pid_n * BLOCK_N, k0 // 2])
+            offs_g = k0 // GROUP + tl.arange(0, BLOCK_K // GROUP)
+            sb = tl.load(s_ptr + offs_n[:, None] * stride_sn + offs_g[None, :] * stride_sg)
+            lo = ((b & 15).to(tl.int32) - 8).to(tl.float32)
+            hi = ((b >> 4).to(tl.int32) - 8).to(tl.float32)
+            w = tl.join(lo, hi).reshape(BLOCK_N, BLOCK_K // GROUP, GROUP) * sb[:, :, None]
+            w = w.reshape(BLOCK_N, BLOCK_K)
+            if UPCAST and x_ptr.dtype.element_ty == tl.bfloat16:
+                w = _nearest_bf16(w)  # (the interpreter's own conversion truncates)
+            elif UPCAST:
+                w = w.to(x_ptr.dtype.element_ty).to(tl.float32)
+            else:
+                w = w.to(x_ptr.dtype.element_ty)
+            acc = tl.dot(w, tl.trans(xt), acc)
         else:
             w = w_desc.load([pid_n * BLOCK_N, k0])
             if UPCAST:
@@ -142,13 +175,20 @@ def _wt_rows_kernel(
     at = offs_m[None, :].to(tl.int64) * N + offs_n[:, None]
     mmask = offs_m[None, :] < M
     if SPLIT_K == 1:
-        if WFMT != 1:
+        if WFMT == 0:
             acc = acc * tl.load(s_ptr + offs_n)[:, None]
         if HAS_BIAS:
             acc = acc + tl.load(b_ptr + offs_n).to(tl.float32)[:, None]
         tl.store(y_ptr + at, acc.to(y_ptr.dtype.element_ty), mask=mmask)
     else:
         tl.store(p_ptr + pid_s.to(tl.int64) * M * N + at, acc, mask=mmask)
+
+
+def _runs_on(device: torch.device) -> bool:
+    """An NVIDIA sm90 GPU (wgmma, TMA), or the interpreter for CPU tensors."""
+    if device.type != "cuda":
+        return INTERPRET
+    return _sm90(device.index if device.index is not None else -1)
 
 
 def serves(
@@ -181,9 +221,7 @@ def serves(
         return False
     if x.data_ptr() % 16 or qdata.data_ptr() % 16:
         return False
-    if x.device.type != "cuda":
-        return INTERPRET
-    return _sm90(x.device.index if x.device.index is not None else -1)
+    return _runs_on(x.device)
 
 
 def wt_rows(
@@ -199,26 +237,102 @@ def wt_rows(
     """y [M, N] = x Wᵀ + bias where :func:`serves` holds: W = qdata · scale [N] or [N, 1]
     (int8 / e4m3), or (q - zero) · scale by groups of BLOCK_K (int4; ``tiled``: codes in
     tile order). ``split``: force the K split (tests)."""
+    int4 = qdata.dtype == torch.uint8
+    s = scale if int4 else scale.reshape(-1)
+    z = zero if zero is not None else s
+    return _run(x, qdata, s, z, bias, y, split, int(int4), tiled and int4, BLOCK_K)
+
+
+def _run(
+    x: torch.Tensor,
+    qdata: torch.Tensor,
+    s: torch.Tensor,
+    z: torch.Tensor,
+    bias: torch.Tensor | None,
+    y: torch.Tensor,
+    split: int | None,
+    wfmt: int,
+    tiled: bool,
+    group: int,
+) -> torch.Tensor:
+    """The kernel's launch (WFMT ``wfmt``: s and z [N] per channel, else [N, G] any strides)
+    and the reduction of its K split."""
     m, k = x.shape
     n = qdata.shape[0]
     if not y.is_contiguous():  # (the kernel stores rows of N)
         raise ValueError(f"wt_rows writes a contiguous y, got strides {y.stride()}")
     scratch_allocator()  # (the first launch goes through Triton's own)
-    int4 = qdata.dtype == torch.uint8
     n_prog = n // BLOCK_N
     p = splitk.plan(y, backend_of(x.device), n_prog, k, BLOCK_K, split, per_sm=PER_SM,
                     fused=False)  # fmt: skip
-    s = scale if int4 else scale.reshape(-1)
-    z = zero if zero is not None else s
-    sn, sg = (s.stride(0), s.stride(1)) if int4 else (1, 0)
-    zn, zg = (z.stride(0), z.stride(1)) if int4 else (1, 0)
+    sn, sg = (s.stride(0), s.stride(1)) if wfmt else (1, 0)
+    zn, zg = (z.stride(0), z.stride(1)) if wfmt == 1 else (1, 0)
     launch(_wt_rows_kernel, (n_prog, p.split),
         x, qdata, s, z, bias if bias is not None else s, y, p.partials, m, n, k, p.k_split,
         sn, sg, zn, zg,
-        WFMT=int(int4), TILED=tiled and int4, ZW=z.dtype == torch.int32,
-        HAS_BIAS=bias is not None, SPLIT_K=p.split, ROWS=ROWS, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K,
-        STAGES=STAGES, X_DESC=m >= X_DESC_ROWS, UPCAST=INTERPRET, TRIGGER=p.chain, num_warps=4,
+        WFMT=wfmt, TILED=tiled, ZW=z.dtype == torch.int32, HAS_BIAS=bias is not None,
+        SPLIT_K=p.split, ROWS=ROWS, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, STAGES=STAGES,
+        X_DESC=m >= X_DESC_ROWS, GROUP=group, UPCAST=INTERPRET, TRIGGER=p.chain, num_warps=4,
         num_stages=STAGES,
     )  # fmt: skip
-    p.finish(y, col_scale=None if int4 else s, bias=bias)
+    p.finish(y, col_scale=s if wfmt == 0 else None, bias=bias)
     return y
+
+
+def serves_w4a8(x: torch.Tensor, qdata: torch.Tensor, scale: torch.Tensor) -> bool:
+    """:func:`w4a8_rows` takes W4A8 at x's shape (its dequantized activations are a fresh
+    contiguous tensor of x's shape and dtype): W4A8_MIN_ROWS..ROWS rows of bf16 / fp16 x;
+    packed int4 codes [N, K / 2], contiguous, 16-byte aligned; float32 scales [N, G] whose
+    groups divide BLOCK_K; N a multiple of BLOCK_N and K of BLOCK_K; sm90 or the
+    interpreter; unless AOQ_WT_ROWS=0."""
+    if not ENABLED or x.dim() != 2 or x.dtype not in X_DTYPES:
+        return False
+    m, k = x.shape
+    n, g = scale.shape if scale.dim() == 2 else (0, 0)
+    if not W4A8_MIN_ROWS <= m <= ROWS or k % BLOCK_K or n % BLOCK_N or not n or not g:
+        return False
+    gs = k // g
+    if k % g or gs < 2 or BLOCK_K % gs or scale.dtype != torch.float32:
+        return False
+    if qdata.dtype != torch.uint8 or tuple(qdata.shape) != (n, k // 2):
+        return False
+    if not qdata.is_contiguous() or qdata.data_ptr() % 16:
+        return False
+    return _runs_on(x.device)
+
+
+def w4a8_rows(
+    xd: torch.Tensor,
+    qdata: torch.Tensor,
+    scale: torch.Tensor,
+    bias: torch.Tensor | None,
+    split: int | None = None,
+) -> torch.Tensor:
+    """W4A8 where :func:`serves_w4a8` holds: y = xd Wᵀ + bias in xd's dtype, xd the
+    activations as act_qdq dequantizes them, W = ((q - 8) · scale[n, k // group]) rounded
+    once to xd's dtype: both operands the values ``cublas.w4a8.dequant_mm`` multiplies, the
+    weights made in registers instead of a bf16 copy in memory; float32 sums."""
+    if not xd.is_contiguous() or xd.data_ptr() % 16:
+        raise ValueError("w4a8_rows takes a contiguous, 16-byte aligned xd (act_qdq's output)")
+    y = torch.empty(xd.shape[0], qdata.shape[0], dtype=xd.dtype, device=xd.device)
+    group = xd.shape[1] // scale.shape[1]
+    return _run(xd, qdata, scale, scale, bias, y, split, 2, False, group)
+
+
+@torch.library.custom_op("aoq::w4a8_rows_mm", mutates_args=(), device_types="cpu")
+def w4a8_rows_mm(
+    xd: torch.Tensor, qdata: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor | None
+) -> torch.Tensor:
+    """Reference on CPU: the weights dequantized in float32, rounded once to xd's dtype, then
+    aoq.formats' weight-only product (float32 sums)."""
+    codes = unpack_uint4(qdata).to(torch.float32) - 8
+    w = codes * scale.repeat_interleave(xd.shape[1] // scale.shape[1], dim=1)
+    return ref.weight_only_linear(xd, w.to(xd.dtype), bias)
+
+
+@w4a8_rows_mm.register_fake
+def _(xd, qdata, scale, bias):  # type: ignore[no-untyped-def]
+    return xd.new_empty((xd.shape[0], qdata.shape[0]))
+
+
+w4a8_rows_mm.register_kernel("cuda")(w4a8_rows)

@@ -240,7 +240,11 @@ def test_weight_only_past_sixteen_rows_decodes_on_sm90_only():
         "triton.w4a8.decode",
         "triton.w4a8.prefill",
     )
-    assert dispatch.candidates(w4a8, sm90, 65, torch.bfloat16) == ("cublas.w4a8.dequant_mm",)
+    # 65-128 rows: wt_rows' W4A8 tile, the BLAS path behind it; past that the BLAS path
+    rows = ("triton.w4a8.rows", "cublas.w4a8.dequant_mm")
+    assert dispatch.candidates(w4a8, sm90, 65, torch.bfloat16) == rows
+    assert dispatch.candidates(w4a8, sm90, 128, torch.float16) == rows
+    assert dispatch.candidates(w4a8, sm90, 129, torch.bfloat16) == ("cublas.w4a8.dequant_mm",)
     assert dispatch.candidates(w4a8, sm90, 65, torch.float32) == ("triton.w4a8.prefill",)
     sm89 = dispatch.Platform(dispatch.Backend.CUDA, "sm89")
     assert dispatch.candidates(w4a8, sm89, 32, torch.bfloat16) == ("triton.w4a8.prefill",)

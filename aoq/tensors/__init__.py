@@ -1,7 +1,7 @@
 """Tensor subclasses, one per (format, packing). Importing this registers their kernels."""
 
 # GPU / interpreter entries; without Triton each says so as its fallback reason
-from aoq.tensors import triton_linear, triton_linear_mx  # noqa: F401
+from aoq.tensors import triton_linear, triton_linear_mx, triton_linear_rows  # noqa: F401
 from aoq.tensors.base import ActQuant, AoqTensor, QuantizedWeight
 from aoq.tensors.bias import Int32Bias
 from aoq.tensors.float8 import Float8Tensor
