@@ -282,7 +282,8 @@ def _run(
 def serves_w4a8(x: torch.Tensor, qdata: torch.Tensor, scale: torch.Tensor) -> bool:
     """:func:`w4a8_rows` takes W4A8 at x's shape (its dequantized activations are a fresh
     contiguous tensor of x's shape and dtype): W4A8_MIN_ROWS..ROWS rows of bf16 / fp16 x;
-    packed int4 codes [N, K / 2], contiguous, 16-byte aligned; float32 scales [N, G] whose
+    packed int4 codes [N, K / 2], contiguous, 16-byte aligned (by their storage offset: the
+    dispatch asks under torch.compile too, of fake tensors); float32 scales [N, G] whose
     groups divide BLOCK_K; N a multiple of BLOCK_N and K of BLOCK_K; sm90 or the
     interpreter; unless AOQ_WT_ROWS=0."""
     if not ENABLED or x.dim() != 2 or x.dtype not in X_DTYPES:
@@ -296,7 +297,7 @@ def serves_w4a8(x: torch.Tensor, qdata: torch.Tensor, scale: torch.Tensor) -> bo
         return False
     if qdata.dtype != torch.uint8 or tuple(qdata.shape) != (n, k // 2):
         return False
-    if not qdata.is_contiguous() or qdata.data_ptr() % 16:
+    if not qdata.is_contiguous() or qdata.storage_offset() % 16:  # (traced: no data_ptr)
         return False
     return _runs_on(x.device)
 

@@ -72,6 +72,8 @@ def test_serves_w4a8():
     assert not wt_rows.serves_w4a8(x, codes, s.double())
     assert not wt_rows.serves_w4a8(x, codes[:96], s[:96])  # N a multiple of BLOCK_N
     assert not wt_rows.serves_w4a8(x, codes.t().contiguous().t(), s)
+    off = torch.empty(128 * 128 + 8, dtype=torch.uint8)[8:].view(128, 128)
+    assert not wt_rows.serves_w4a8(x, off, s)  # 8 bytes into its storage (TMA: 16)
 
 
 @runs
@@ -97,3 +99,24 @@ def test_the_entry_multiplies_what_dequant_mm_does(act_mapping, monkeypatch):
     wd = _dequant_mm_operands(xd, w.qdata, w.scale)
     want = xd.double() @ wd.double().T + b.double()
     assert ((y.double() - want).abs() <= 2 * 2.0**-7 * want.abs() + 1e-3).all()
+
+
+@runs
+def test_the_entry_compiles(monkeypatch):
+    """torch.compile (aot_eager) of a W4A8 Linear whose table names ``triton.w4a8.rows``:
+    its check on fake tensors (which have no data pointer: the H200 matrix's compile cases
+    failed so, run df9543), then the torch.library ops (act_qdq's, aoq::w4a8_rows_mm) and
+    their fake implementations; the compiled call gives the eager call's values within
+    float32 order."""
+    torch.manual_seed(2)
+    monkeypatch.setattr(wt_rows, "ENABLED", True)
+    monkeypatch.setattr(dispatch, "candidates", lambda *a, **k: ("triton.w4a8.rows",))
+    lin = aoq.quantize_(nn.Linear(256, 128, device=DEV, dtype=torch.bfloat16),
+                        aoq.Int8DynamicActivationInt4WeightConfig())  # fmt: skip
+    x = torch.randn(100, 256, device=DEV, dtype=torch.bfloat16)
+    with torch.no_grad(), aoq.trace_kernels() as trace:
+        want = lin(x)
+    assert [(r.kernel, r.fallback) for r in trace.records] == [("triton.w4a8.rows", False)]
+    with torch.no_grad(), dispatch.strict():  # (a refused check would raise: no fallback)
+        got = torch.compile(lin, backend="aot_eager", fullgraph=True)(x)
+    assert torch.allclose(got.float(), want.float(), rtol=2**-7, atol=1e-2)
