@@ -1,6 +1,6 @@
 """Weight-only int8, e4m3 and int4 (groups of 128) linears at up to 128 rows of x on sm90 (from
-112 rows for int8 and e4m3, 96 for int4): the weights as wgmma's register operand, x and the
-codes through tensor descriptors.
+112 rows for int8 and e4m3, 96 for int4), and W4A8 at 65-128 rows (:func:`w4a8_rows`): the
+weights as wgmma's register operand, x and the codes through tensor descriptors.
 
 Orientation: y^T = W x^T. A program takes BLOCK_N rows of W (the MMA's M side, 64: one
 wgmma's rows per warp group) against all ROWS (128) rows of x (the MMA's N side). Each step's
