@@ -43,8 +43,10 @@ def test_checkers_choose_their_own_kernels(monkeypatch):
 def test_llm_sized_shapes_go_first_then_the_matrix_order():
     cases = matrix.cases("cuda", only=["int8wo/*"])
     ordered = sorted(cases, key=slow_first)
-    assert [c.shape.kind for c in ordered[:9]] == ["large"] * 9  # 3 shapes x 3 dtypes
-    assert ordered[9:] == [c for c in cases if c.shape is None or c.shape.kind != "large"]
+    large = len(matrix.GPU_SHAPES) * 3  # every large shape x 3 dtypes
+    assert large == 12
+    assert [c.shape.kind for c in ordered[:large]] == ["large"] * large
+    assert ordered[large:] == [c for c in cases if c.shape is None or c.shape.kind != "large"]
 
 
 def test_progress_shows_the_runner_eta():
