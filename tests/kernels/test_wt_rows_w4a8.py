@@ -1,18 +1,16 @@
-"""kernels/wt_rows.py's W4A8 tile (WFMT 2) and its entry ``triton.w4a8.rows``: the weights
-((q - 8) · s in float32, rounded once to x's dtype) and the dequantized activations that
-``cublas.w4a8.dequant_mm`` multiplies, the product checked against float64 sums of them.
+"""kernels/wt_rows.py's W4A8 tile (WFMT 2): the weights ((q - 8) · s in float32, rounded once
+to x's dtype) and the dequantized activations that ``cublas.w4a8.dequant_mm`` multiplies, the
+product checked against float64 sums of them (its entry ``triton.w4a8.rows``:
+tests/tensors/test_triton_linear_rows.py).
 
 Runs under TRITON_INTERPRET=1 on CPU tensors (make kernels-interpret) and on an sm90 GPU."""
 
 import pytest
 import torch
 from _pairwise import pairwise
-from aoq.kernels import act_qdq, weight_dequant, wt_rows
+from aoq.kernels import weight_dequant, wt_rows
 from aoq.kernels._common import INTERPRET
-from torch import nn
 
-import aoq
-from aoq import dispatch
 from aoq.formats import packing
 
 GPU = torch.cuda.is_available() and not INTERPRET and wt_rows._sm90(-1)
@@ -74,49 +72,3 @@ def test_serves_w4a8():
     assert not wt_rows.serves_w4a8(x, codes.t().contiguous().t(), s)
     off = torch.empty(128 * 128 + 8, dtype=torch.uint8)[8:].view(128, 128)
     assert not wt_rows.serves_w4a8(x, off, s)  # 8 bytes into its storage (TMA: 16)
-
-
-@runs
-@pytest.mark.parametrize("act_mapping", ["symmetric", "asymmetric"])
-def test_the_entry_multiplies_what_dequant_mm_does(act_mapping, monkeypatch):
-    """``triton.w4a8.rows`` on a quantized Linear at 96 rows: act_qdq's activations and
-    weight_dequant's weights (the BLAS path's operands), float32 sums; its check refuses
-    64 rows and says why."""
-    torch.manual_seed(1)
-    monkeypatch.setattr(wt_rows, "ENABLED", True)
-    cfg = aoq.Int8DynamicActivationInt4WeightConfig(act_mapping=act_mapping)
-    lin = aoq.quantize_(nn.Linear(256, 128, device=DEV, dtype=torch.bfloat16), cfg)
-    w, b = lin.weight, lin.bias
-    impl = dispatch._IMPLS["triton.w4a8.rows"]
-    x = torch.randn(96, 256, device=DEV, dtype=torch.bfloat16)
-    assert impl.check(x, w, b) is None
-    why = impl.check(x[:64], w, b)
-    assert why is not None and "65-128 rows" in why
-    with torch.no_grad():
-        y = impl.fn(x, w, b)
-    mode = 1 if act_mapping == "asymmetric" else 0
-    xd = act_qdq.qdq_int8_act_triton(x, mode, None)
-    wd = _dequant_mm_operands(xd, w.qdata, w.scale)
-    want = xd.double() @ wd.double().T + b.double()
-    assert ((y.double() - want).abs() <= 2 * 2.0**-7 * want.abs() + 1e-3).all()
-
-
-@runs
-def test_the_entry_compiles(monkeypatch):
-    """torch.compile (aot_eager) of a W4A8 Linear whose table names ``triton.w4a8.rows``:
-    its check on fake tensors (which have no data pointer: the H200 matrix's compile cases
-    failed so, run df9543), then the torch.library ops (act_qdq's, aoq::w4a8_rows_mm) and
-    their fake implementations; the compiled call gives the eager call's values within
-    float32 order."""
-    torch.manual_seed(2)
-    monkeypatch.setattr(wt_rows, "ENABLED", True)
-    monkeypatch.setattr(dispatch, "candidates", lambda *a, **k: ("triton.w4a8.rows",))
-    lin = aoq.quantize_(nn.Linear(256, 128, device=DEV, dtype=torch.bfloat16),
-                        aoq.Int8DynamicActivationInt4WeightConfig())  # fmt: skip
-    x = torch.randn(100, 256, device=DEV, dtype=torch.bfloat16)
-    with torch.no_grad(), aoq.trace_kernels() as trace:
-        want = lin(x)
-    assert [(r.kernel, r.fallback) for r in trace.records] == [("triton.w4a8.rows", False)]
-    with torch.no_grad(), dispatch.strict():  # (a refused check would raise: no fallback)
-        got = torch.compile(lin, backend="aot_eager", fullgraph=True)(x)
-    assert torch.allclose(got.float(), want.float(), rtol=2**-7, atol=1e-2)
