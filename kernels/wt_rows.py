@@ -104,7 +104,7 @@ def _wt_rows_kernel(
     stride_sg; z alike, or with ZW int32 words of four groups, packing.pack_zero_words);
     TILED: the codes in packing.tile_uint4's order (tiles of BLOCK_N rows x BLOCK_K / 2 bytes
     one after another along K), one tile a step. WFMT 2 (W4A8's int4 codes q + 8, packed as
-    WFMT 1, in groups of GROUP dividing BLOCK_K): each weight (q - 8) · s[n, g] in float32,
+    WFMT 1, in groups of GROUP, a power of two): each weight (q - 8) · s[n, g] in float32,
     rounded once to x's dtype (weight_dequant's values). X_DESC: x through a tensor
     descriptor, else by masked loads. UPCAST (the interpreter): float32 operands (its int8 ->
     bf16 gives NaN, its bf16 dots are not float32 sums)."""
@@ -154,12 +154,16 @@ def _wt_rows_kernel(
             acc += tl.dot(w, tl.trans(xt)) * sg[:, None]
         elif WFMT == 2:
             b = w_desc.load([pid_n * BLOCK_N, k0 // 2])
-            offs_g = k0 // GROUP + tl.arange(0, BLOCK_K // GROUP)
-            sb = tl.load(s_ptr + offs_n[:, None] * stride_sn + offs_g[None, :] * stride_sg)
             lo = ((b & 15).to(tl.int32) - 8).to(tl.float32)
             hi = ((b >> 4).to(tl.int32) - 8).to(tl.float32)
-            w = tl.join(lo, hi).reshape(BLOCK_N, BLOCK_K // GROUP, GROUP) * sb[:, :, None]
-            w = w.reshape(BLOCK_N, BLOCK_K)
+            if GROUP >= BLOCK_K:  # the step inside one group: a column of scales
+                sc = tl.load(s_ptr + offs_n * stride_sn + (k0 // GROUP) * stride_sg)
+                w = tl.join(lo, hi).reshape(BLOCK_N, BLOCK_K) * sc[:, None]
+            else:  # BLOCK_K / GROUP groups a step: a [BLOCK_N, groups] block, broadcast
+                offs_g = k0 // GROUP + tl.arange(0, BLOCK_K // GROUP)
+                sb = tl.load(s_ptr + offs_n[:, None] * stride_sn + offs_g[None, :] * stride_sg)
+                w = tl.join(lo, hi).reshape(BLOCK_N, BLOCK_K // GROUP, GROUP) * sb[:, :, None]
+                w = w.reshape(BLOCK_N, BLOCK_K)
             if UPCAST and x_ptr.dtype.element_ty == tl.bfloat16:
                 w = _nearest_bf16(w)  # (the interpreter's own conversion truncates)
             elif UPCAST:
@@ -283,9 +287,9 @@ def serves_w4a8(x: torch.Tensor, qdata: torch.Tensor, scale: torch.Tensor) -> bo
     """:func:`w4a8_rows` takes W4A8 at x's shape (its dequantized activations are a fresh
     contiguous tensor of x's shape and dtype): W4A8_MIN_ROWS..ROWS rows of bf16 / fp16 x;
     packed int4 codes [N, K / 2], contiguous, 16-byte aligned (by their storage offset: the
-    dispatch asks under torch.compile too, of fake tensors); float32 scales [N, G] whose
-    groups divide BLOCK_K; N a multiple of BLOCK_N and K of BLOCK_K; sm90 or the
-    interpreter; unless AOQ_WT_ROWS=0."""
+    dispatch asks under torch.compile too, of fake tensors); float32 scales [N, G], groups a
+    power of two (K a multiple of BLOCK_K: a step never straddles two groups past it); N a
+    multiple of BLOCK_N and K of BLOCK_K; sm90 or the interpreter; unless AOQ_WT_ROWS=0."""
     if not ENABLED or x.dim() != 2 or x.dtype not in X_DTYPES:
         return False
     m, k = x.shape
@@ -293,7 +297,7 @@ def serves_w4a8(x: torch.Tensor, qdata: torch.Tensor, scale: torch.Tensor) -> bo
     if not W4A8_MIN_ROWS <= m <= ROWS or k % BLOCK_K or n % BLOCK_N or not n or not g:
         return False
     gs = k // g
-    if k % g or gs < 2 or BLOCK_K % gs or scale.dtype != torch.float32:
+    if k % g or gs < 2 or gs & (gs - 1) or scale.dtype != torch.float32:
         return False
     if qdata.dtype != torch.uint8 or tuple(qdata.shape) != (n, k // 2):
         return False

@@ -29,7 +29,7 @@ def _w4a8_rows_check(x: torch.Tensor, w: Any, bias: Any) -> str | None:
     if not wr.serves_w4a8(x, w.qdata, w.scale):
         return (
             f"wt_rows takes W4A8 at {wr.W4A8_MIN_ROWS}-{wr.ROWS} rows of bf16 / fp16 x, N a "
-            f"multiple of {wr.BLOCK_N}, K of {wr.BLOCK_K}, groups dividing {wr.BLOCK_K}, on "
+            f"multiple of {wr.BLOCK_N}, K of {wr.BLOCK_K}, groups a power of two, on "
             f"sm90 (AOQ_WT_ROWS on): got x {tuple(x.shape)} {x.dtype} on {x.device}, groups "
             f"of {w.group_size}"
         )

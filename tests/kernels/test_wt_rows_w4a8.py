@@ -36,13 +36,13 @@ def _dequant_mm_operands(xd: torch.Tensor, codes: torch.Tensor, s: torch.Tensor)
 @runs
 @pytest.mark.parametrize(
     ("group", "dtype", "m", "split", "bias"),
-    pairwise([32, 64, 128], {"bf16": torch.bfloat16, "fp16": torch.float16}, [65, 100, 128],
+    pairwise([32, 64, 128, 256], {"bf16": torch.bfloat16, "fp16": torch.float16}, [65, 100, 128],
              [1, 2], [False, True]),
 )  # fmt: skip
 def test_the_dequant_mm_operands_summed_in_float32(group, dtype, m, split, bias):
     """65 rows: x by masked loads; 100 and 128 through its descriptor."""
     torch.manual_seed(0)
-    n, k = 128, 256
+    n, k = 128, 512
     codes, s = _w4a8(n, k, group)
     xd = torch.randn(m, k, device=DEV).to(dtype)
     b = torch.randn(n, device=DEV).to(dtype) if bias else None
@@ -66,7 +66,9 @@ def test_serves_w4a8():
     assert not wt_rows.serves_w4a8(x[:64], codes, s)  # decode_mma's rows
     assert not wt_rows.serves_w4a8(torch.empty(129, 256, dtype=torch.bfloat16), codes, s)
     assert not wt_rows.serves_w4a8(x.float(), codes, s)
-    assert not wt_rows.serves_w4a8(x, codes, torch.empty(128, 1))  # groups of 256
+    assert wt_rows.serves_w4a8(x, codes, torch.empty(128, 1)) is ok  # groups of 256
+    x384, codes384 = torch.empty(100, 384, dtype=torch.bfloat16), torch.empty(128, 192)
+    assert not wt_rows.serves_w4a8(x384, codes384.byte(), torch.empty(128, 4))  # groups of 96
     assert not wt_rows.serves_w4a8(x, codes, s.double())
     assert not wt_rows.serves_w4a8(x, codes[:96], s[:96])  # N a multiple of BLOCK_N
     assert not wt_rows.serves_w4a8(x, codes.t().contiguous().t(), s)
