@@ -79,9 +79,9 @@ GPU_SHAPES: tuple[Shape, ...] = (
     _shape("large", (256,), 4096, 4096),
 )
 """LLM-sized: decode (M 1), the batched decode between decode and prefill (M 100: x padded to
-128 rows on sm90, kernels/decode_mma_tiles.ROWS_TILE, int4 weight-only on kernels/wt_rows.py;
-M 120: int8 and e4m3 weight-only there too, its descriptor's box past x's last row) and the
-end of the Triton prefill band (M 256)."""
+128 rows on sm90, kernels/decode_mma_tiles.ROWS_TILE; int4 weight-only and W4A8 on
+kernels/wt_rows.py; M 120: int8 and e4m3 weight-only there too, its descriptor's box past x's
+last row) and the end of the Triton prefill band (M 256)."""
 QUICK_KINDS = ("aligned", "unaligned-N", "M1", "3d")
 """The CI subset: one case of each behaviour that differs cheaply (alignment, decode, batch
 dims); M = 0, unaligned K and strided inputs run in the full matrix."""
