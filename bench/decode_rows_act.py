@@ -14,10 +14,12 @@ def gemv_runner(x: torch.Tensor, t: tuple, tile: dict) -> Any:
     """W4A8 decode as the bench's graphs run it: the activation kernel, then the GEMV (M = 1)
     or int_act_mm's decode (on group-major scales). ``ASYM``: activations with zero points;
     ``ROWS_MMA`` false: int_act_mm.ROWS_MMA off (decode_mma where w4a8_mma would serve);
-    ``ROWS_TILE``: keys of w4a8_mma.TILE for the call; ``LATE`` (with PDL): the activation
-    kernel lets the decode start as it ends (act_quant's ``late``; default: where
-    w4a8_mma.late_trigger says, as the linear path)."""
+    ``ROWS_TILE``: keys of w4a8_mma.TILE for the call; ``DM_TILE``: keys of decode_mma's
+    W4A8 TILE for the call (e.g. ``{"IMMA": false}``: x on bf16 pairs, past 16 rows);
+    ``LATE`` (with PDL): the activation kernel lets the decode start as it ends (act_quant's
+    ``late``; default: where w4a8_mma.late_trigger says, as the linear path)."""
     from aoq.kernels import act_quant
+    from aoq.kernels import decode_mma as dm
     from aoq.kernels import int_act_mm as ia
     from aoq.kernels import w4a8_mma as wm
     from aoq.kernels.int_act_mm import int_act_mm_triton
@@ -26,6 +28,7 @@ def gemv_runner(x: torch.Tensor, t: tuple, tile: dict) -> Any:
     tile = dict(tile)
     xq_in, pdl = tile.pop("XQ", False), tile.pop("PDL", False)
     rows_tile = {**wm.TILE, **tile.pop("ROWS_TILE", {})}
+    dm_tile = {**dm.TILE[dm.WeightFormat.INT4_SYM], **tile.pop("DM_TILE", {})}
     mode, rows_mma = (1 if tile.pop("ASYM", False) else 0), tile.pop("ROWS_MMA", ia.ROWS_MMA)
     if xq_in and mode:
         raise ValueError("XQ (x quantized in the GEMV) is timed with symmetric activations")
@@ -46,13 +49,16 @@ def gemv_runner(x: torch.Tensor, t: tuple, tile: dict) -> Any:
         if not gemv:
             xq, xs, xz = act_quant.quantize_int8_act_triton(x, mode, None, pdl, late)
             was = ia.GEMV_ROWS, ia.ROWS_MMA_FROM, ia.ROWS_MMA, wm.TILE
+            was_dm = dm.TILE[dm.WeightFormat.INT4_SYM]
             ia.GEMV_ROWS, ia.ROWS_MMA_FROM = (0, 2) if mma else was[:2]
             ia.ROWS_MMA, wm.TILE = rows_mma, rows_tile
+            dm.TILE[dm.WeightFormat.INT4_SYM] = dm_tile
             try:
                 return int_act_mm_triton(xq, xs, xz if mode else None, t[0], s, None, None,
                                          x.dtype, 0, None, pdl)  # fmt: skip
             finally:
                 ia.GEMV_ROWS, ia.ROWS_MMA_FROM, ia.ROWS_MMA, wm.TILE = was
+                dm.TILE[dm.WeightFormat.INT4_SYM] = was_dm
         if xq_in:
             xq, xs, xz = x, xs1, xs1
         else:

@@ -319,7 +319,7 @@ def decode_mma(
         cfg["num_stages"] = XMX_STAGES8
     if cfg["ROWS"] not in (8, 16, 32, 64, 128, 256) or m > cfg["ROWS"]:
         raise ValueError(f"ROWS={cfg['ROWS']}: x pads to 8, 16, ... 256 rows, at least its {m}")
-    cfg["IMMA"] = cfg.get("IMMA", False) and wfmt is WeightFormat.INT4_SYM and x_zero is None
+    cfg["IMMA"] = cfg.get("IMMA", False) and wfmt is WeightFormat.INT4_SYM
     cfg["ZW"] = wfmt is WeightFormat.UINT4 and zero is not None and zero.dtype == torch.int32
     # NVX (NVFP4, bf16 x): steps exact in bf16, the tensor scale on the sums (nvfp4_codes)
     cfg["NVX"] = cfg.get("NVX", False) and wfmt is WeightFormat.NVFP4 and x.dtype == torch.bfloat16

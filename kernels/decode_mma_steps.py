@@ -156,23 +156,34 @@ def _nibble_step(acc, acc_t, xt, b, s_cur, z_cur, WFMT: tl.constexpr,
                  GROUP_SIZE: tl.constexpr, BIG: tl.constexpr, ASM: tl.constexpr,
                  UPCAST: tl.constexpr, WT: tl.constexpr, IMMA: tl.constexpr,
                  ZMMA: tl.constexpr = False, NVX: tl.constexpr = False,
-                 CHAINS: tl.constexpr = 1):  # fmt: skip
+                 CHAINS: tl.constexpr = 1, XZ: tl.constexpr = False, zop=None):  # fmt: skip
     """One group of two codes a byte. int4 sums the group apart and scales it; MX fp4 has
-    the scale in the codes' values. IMMA (W4A8, symmetric int8 x): 16 q as int8 in k order
-    on the integer MMA, its sums read back as float32 (IMMA_BASE: the same integers the bf16
-    path sums, exactly); otherwise bf16 pairs, the low nibbles meeting x's even columns, the high
-    ones its odd."""
+    the scale in the codes' values. IMMA (W4A8, int8 x): 16 q as int8 in k order on the
+    integer MMA, its sums read back as float32 (IMMA_BASE: the same integers the bf16 path
+    sums, exactly); with zero points (XZ) Σ q (x - z) = Σ q x - z Σ q, the second sum a dot
+    of the same codes against ``zop`` (z down every column, int8, built once), both read
+    from IMMA_BASE's bits, so their difference is exact (as w4a8_mma's). Otherwise bf16
+    pairs, the low nibbles meeting x's even columns, the high ones its odd."""
     if IMMA:
         tl.static_assert(GROUP_SIZE <= 256, "IMMA_BASE holds the sums of groups up to 256")
         lo, hi = nibble_bytes(b, ASM)
         w = tl.reshape(tl.join(lo, hi), (b.shape[0], GROUP_SIZE))  # byte j: k = 2j, 2j + 1
         if WT:
-            part = mma(w, tl.trans(xt), tl.full(acc_t.shape, IMMA_BASE, tl.int32), UPCAST,
-                       "ieee")  # fmt: skip
-            acc_t += (part.to(tl.float32, bitcast=True) - IMMA_BASE_VALUE) * s_cur[:, None]
+            base = tl.full(acc_t.shape, IMMA_BASE, tl.int32)
+            part = mma(w, tl.trans(xt), base, UPCAST, "ieee").to(tl.float32, bitcast=True)
+            if XZ:
+                part -= mma(w, zop, base, UPCAST, "ieee").to(tl.float32, bitcast=True)
+            else:
+                part -= IMMA_BASE_VALUE
+            acc_t += part * s_cur[:, None]
         else:
-            part = mma(xt, tl.trans(w), tl.full(acc.shape, IMMA_BASE, tl.int32), UPCAST, "ieee")
-            acc += (part.to(tl.float32, bitcast=True) - IMMA_BASE_VALUE) * s_cur[None, :]
+            base = tl.full(acc.shape, IMMA_BASE, tl.int32)
+            part = mma(xt, tl.trans(w), base, UPCAST, "ieee").to(tl.float32, bitcast=True)
+            if XZ:
+                part -= mma(zop, tl.trans(w), base, UPCAST, "ieee").to(tl.float32, bitcast=True)
+            else:
+                part -= IMMA_BASE_VALUE
+            acc += part * s_cur[None, :]
     else:
         acc, acc_t = _pair_step(acc, acc_t, xt, b, s_cur, z_cur, WFMT, GROUP_SIZE, BIG, ASM,
                                 UPCAST, WT, ZMMA, NVX, CHAINS)  # fmt: skip
@@ -262,6 +273,13 @@ def _group_steps(
     ``wrows`` is a tensor descriptor over the tiled codes as rows of TILE_B bytes and
     ``trow`` the program's first row there (decode_mma's ``TMA``)."""
     offs_g = tl.arange(0, GROUP_SIZE)
+    zop = None
+    if IMMA and XZ:  # the zero points' operand: z [ROWS] down each of the group's columns
+        z8 = xz.to(tl.int8)  # [ROWS, 1]; z is an int8 value
+        if WT:
+            zop = tl.broadcast_to(tl.trans(z8), (GROUP_SIZE, z8.shape[0]))
+        else:
+            zop = tl.broadcast_to(z8, (z8.shape[0], GROUP_SIZE))
     if PREF:  # a step's scales and zero points are loaded one step ahead
         tl.static_assert(GROUPS == 1 or GROUPS == 2 or GROUPS == 4, "PREF: 1, 2, 4 groups")
         s0n, z0n, s1n, z1n, s2n, z2n, s3n, z3n = _step_params(
@@ -290,7 +308,7 @@ def _group_steps(
             else:
                 s_cur, z_cur = s3, z3
             xt = tl.load(xrows + (kg + offs_g)[None, :], mask=mmask[:, None], other=0)
-            if XZ:
+            if XZ and not IMMA:  # (IMMA: a second dot against zop instead)
                 xt = xt.to(tl.int32) - xz
             if XQ and not IMMA:  # (the interpreter's int8 -> bf16 conversion is not exact)
                 xt = xt.to(tl.float32 if UPCAST else tl.bfloat16)
@@ -320,5 +338,5 @@ def _group_steps(
                     b = tl.load(wp, mask=nmask[:, None], other=0)
                 acc, acc_t = _nibble_step(acc, acc_t, xt, b, s_cur, z_cur,
                                           WFMT, GROUP_SIZE, BIG, ASM, UPCAST, WT,
-                                          IMMA, ZMMA, NVX, CHAINS)  # fmt: skip
+                                          IMMA, ZMMA, NVX, CHAINS, XZ, zop)  # fmt: skip
     return acc, acc_t

@@ -147,9 +147,12 @@ def decode_mma_specs(target: str) -> list[Spec]:
         decode_mma_sk("int4wo.decode_mma_sk", target),
         decode_mma_sk("int4wo.decode_mma_sk_fp16", target, fp16=True),
         decode_mma("int8wo.decode_mma", 0, 16, 256, target),
+        # W4A8 on bf16 pairs (x - z in bf16: the tile's IMMA off, served nowhere by default)
         decode_mma("w4a8.decode_mma", 3, 32, 64, target),
-        # symmetric int8 x: the integer MMA (sm: mma.sync s8, gfx: v_mfma_i32 i8)
+        # int8 x on the integer MMA (sm: mma.sync s8, gfx: v_mfma_i32 i8), symmetric and with
+        # zero points (a second dot against z)
         decode_mma("w4a8.decode_mma_imma", 3, 32, 64, target, XZ=False, IMMA=True),
+        decode_mma("w4a8.decode_mma_imma_asym", 3, 32, 64, target, IMMA=True),
         decode_mma("mxwo_fp4.decode_mma", 4, 32, 64, target),
         decode_mma("mxwo_fp8.decode_mma", 5, 32, 128, target),
         decode_mma("mx_fp8_e5m2.decode_mma", 8, 32, 128, target),
@@ -215,10 +218,13 @@ def decode_mma_specs(target: str) -> list[Spec]:
                 for f, w, gs in (("int4wo", 1, 128), ("int8wo", 0, 16), ("fp8wo", 2, 16))
                 for rows in ROWS_TILE[WeightFormat(w)]
             ]
-            # ...and W4A8's (symmetric x: the integer MMA)
+            # ...and W4A8's (the integer MMA; x symmetric and with zero points)
             + [
-                _rows(f"w4a8.decode_mma_imma_m{rows}", 3, 32, target, rows, XZ=False, IMMA=True)
+                _rows(
+                    f"w4a8.decode_mma_imma{tag}_m{rows}", 3, 32, target, rows, XZ=xz, IMMA=True
+                )  # fmt: skip
                 for rows in ROWS_TILE[WeightFormat.INT4_SYM]
+                for tag, xz in (("", False), ("_asym", True))
             ]
             if target.startswith("sm")
             else []

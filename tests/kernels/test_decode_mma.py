@@ -125,12 +125,12 @@ def test_matches_reference(m, split, fmt):
 
 
 W4A8_TILES = [None, {"WT": True, "PREF": True, "num_warps": 2, "BLOCK_N": 64},
-              {"WT": False, "PREF": True, "STEP_K": 64}]  # fmt: skip
-W4A8_TILE_IDS = dict(zip(("default", "wt-pref", "step64"), W4A8_TILES, strict=True))
+              {"WT": False, "PREF": True, "STEP_K": 64}, {"IMMA": False}]  # fmt: skip
+W4A8_TILE_IDS = dict(zip(("default", "wt-pref", "step64", "bf16"), W4A8_TILES, strict=True))
 
 
-# every activation mode on every tile (the orientations, 4 or 2 groups a step loaded ahead)
-# and each with both splits and with 1 row and 5, each pair once: 9 of 36 cases
+# every activation mode on every tile (the orientations, 4 or 2 groups a step loaded ahead,
+# the bf16 MMA) and each with both splits and with 1 row and 5, each pair once: 12 of 48 cases
 @pytest.mark.parametrize(
     "mode,tile,split,m", pairwise(["dynamic", "static", "asym"], W4A8_TILE_IDS, [1, 2], [1, 5])
 )
@@ -165,13 +165,15 @@ def test_w4a8_group_sums_are_exact(m, mode, split, tile):
     assert max_rel_error(want, y.cpu()) < 1e-6
 
 
+@pytest.mark.parametrize("asym", [False, True], ids=["sym", "asym"])
 @pytest.mark.parametrize("gs", [32, 256])
 @pytest.mark.parametrize("tile", W4A8_TILES)
-def test_w4a8_integer_mma_extreme_group_sums(gs, tile):
+def test_w4a8_integer_mma_extreme_group_sums(gs, tile, asym):
     """The integer MMA's sums, read back as float32 from their IMMA_BASE start, at their
     extremes: q = -8 against x = -128 over a whole group of 256 (16 S = 2**22, the float's
     next binade) and q = 7 against -128; one group per output, so y is the reference's
-    (S * s) * xs bit for bit."""
+    (S * s) * xs bit for bit. With zero points at their extremes (x - z = -255 and 255:
+    the second dot, against z, at the same extremes) as well."""
     from aoq.kernels import int_act_mm as ia
 
     n, k, m = 72, gs, 4
@@ -184,10 +186,12 @@ def test_w4a8_integer_mma_extreme_group_sums(gs, tile):
     s4 = torch.rand(n, 1) + 0.5
     xs = torch.rand(m) + 0.5
     wq = pack_uint4((q4 + 8).to(torch.uint8))
-    want = ia.int_act_mm(xq, xs, None, wq, s4, None, None, torch.float32, 0)
+    xz = torch.tensor([127, -128, -128, 0], dtype=torch.int32) if asym else None
+    want = ia.int_act_mm(xq, xs, xz, wq, s4, None, None, torch.float32, 0)
     y = torch.empty(m, n, device=DEV)
     dm.decode_mma(xq.to(DEV), wq.to(DEV), s4.to(DEV), None, None, y, 1, WeightFormat.INT4_SYM,
-                  1, x_scale=xs.to(DEV), tile=tile)  # fmt: skip
+                  1, x_scale=xs.to(DEV), tile=tile,
+                  x_zero=None if xz is None else xz.to(DEV))  # fmt: skip
     assert torch.equal(want, y.cpu())
 
 
