@@ -74,7 +74,8 @@ report: venv
 # subset (sm90, gfx942) runs inside `unit` (tests/kernels/test_targets.py).
 kernels-interpret: venv
 	TRITON_INTERPRET=1 $(VPY) -m pytest tests/kernels/test_interpret.py tests/kernels/test_decode_mma.py \
-		tests/kernels/test_decode_mma_rows.py tests/kernels/test_gemv_static.py \
+		tests/kernels/test_decode_mma_rows.py tests/kernels/test_decode_mma_mx_rows.py \
+		tests/kernels/test_gemv_static.py \
 		tests/kernels/test_decode_mma_fp6.py tests/kernels/test_decode_mma_nvfp4.py \
 		tests/kernels/test_decode_mma_mx.py tests/kernels/test_act_qdq.py \
 		tests/kernels/test_int4_zmma.py tests/kernels/test_w4a8_gemv.py \

@@ -32,6 +32,7 @@ from aoq.dispatch_table import (  # noqa: F401 (dispatch's API: the table lives 
     DECODE_ROWS_MAX_M,
     DTYPE_BY_M,
     M_ANY,
+    MX_ROWS_MAX_M,
     PREFILL_TRITON_MAX_M,
     TABLE,
     VARIANT_BY_M,

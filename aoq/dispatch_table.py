@@ -88,6 +88,9 @@ DECODE_ROWS_MAX_M = {
 }
 """Weight-only on sm90: the decode kernel up to this many rows (kernels/decode_mma_tiles
 .ROWS_TILE's largest padding), where it takes them."""
+MX_ROWS_MAX_M = 128
+"""MX and NVFP4 on sm90: the decode kernel up to this many rows (kernels/decode_mma_tiles
+.ROWS_TILE), where it takes them; the emulated path past it."""
 W4A8_ROWS_MAX_M = 64
 """W4A8 on sm90: the decode kernel up to this many rows, where it takes them."""
 W4A8_WT_ROWS_MAX_M = 128
@@ -207,6 +210,12 @@ def _gpu_rows() -> None:
         for backend in (Backend.CUDA, Backend.ROCM, Backend.INTERPRET):
             BY_M[(scheme, backend)] = ((DECODE_MAX_M, (decode, emulated)), (M_ANY, (emulated,)))
             DTYPE_BY_M[(scheme, backend, torch.float32)] = ((M_ANY, (emulated,)),)
+        # sm90, 17-128 rows of bf16 / fp16 x: the decode kernel's wider tiles (decode_mma_tiles
+        # .ROWS_TILE), where the emulated path ran at 0.22-0.41x bf16 (run ca9c23, H200)
+        ARCH_BY_M[(scheme, Backend.CUDA, "sm90")] = (
+            (MX_ROWS_MAX_M, (decode, emulated)),
+            (M_ANY, (emulated,)),
+        )
     # ...fp6 codes (four in three bytes) decode only on CUDA's bf16-pair kernel (decode_mma.py,
     # WFMT 6 and 7, session 31; the decode entry refuses them anywhere else): the generic
     # decode kernel's fp6 tile cost more than the emulated path's whole dequantize-and-GEMV

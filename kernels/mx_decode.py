@@ -154,20 +154,40 @@ MAX_BLOCK = 256
 X_DTYPES = (torch.bfloat16, torch.float16)
 
 
-def serves(x: torch.Tensor, qdata: torch.Tensor, block_size: int) -> str | None:
-    """None when the kernel takes the call, else why not: M <= 16 rows of bf16 / fp16 with
-    unit stride, contiguous packed codes, a power-of-two block size in [16, MAX_BLOCK]."""
+def serves(x: torch.Tensor, qdata: torch.Tensor, block_size: int, rows: int = 16) -> str | None:
+    """None when the kernel takes the call, else why not: M <= ``rows`` rows (16; past it
+    :func:`mma_rows`'s) of bf16 / fp16 with unit stride, contiguous packed codes, a
+    power-of-two block size in [16, MAX_BLOCK]."""
     m = x.shape[0]
     bs = block_size
     if x.dtype not in X_DTYPES:
         return f"{x.dtype} activations (the MX decode kernel multiplies bf16 or fp16)"
-    if m > 16 or x.stride(-1) != 1:
-        return f"M={m} > 16 or strided rows"
+    if m > max(rows, 16) or x.stride(-1) != 1:
+        why = "decode_mma takes them on sm90 with the weight's group-major bytes" if m > 16 else ""
+        return f"M={m} > {max(rows, 16)} or strided rows" + (f" ({why})" if why else "")
     if not qdata.is_contiguous():
         return "non-contiguous codes"
     if bs & (bs - 1) or not 16 <= bs <= MAX_BLOCK:
         return f"block_size={bs} (the MX decode kernel takes powers of two from 16 to {MAX_BLOCK})"
     return None
+
+
+def mma_rows(
+    x: torch.Tensor,
+    qdata: torch.Tensor,
+    gm: torch.Tensor | None,
+    zero: torch.Tensor | None,
+    block_size: int,
+    wfmt: WeightFormat | None,
+) -> int:
+    """The most rows of ``x`` the decode takes: past 16 (this kernel's tile), ``x``'s own where
+    decode_mma serves it (decode_mma_tiles.ROWS_TILE: 17-128 rows of bf16 / fp16 x on sm90)
+    on the weight's group-major bytes ``gm`` (a view with strides (1, N)) in ``wfmt``, with
+    ``zero`` its BIG flag (MX) or tensor scale (NVFP4); else 16."""
+    m, k = x.shape
+    if m <= 16 or gm is None or zero is None or wfmt is None:
+        return 16
+    return m if dm.serves(x, qdata, k // block_size, wfmt, gm.view(torch.uint8), zero) else 16
 
 
 def fp6_refusal(
@@ -256,6 +276,8 @@ def mx_decode_triton(
         if wfmt in dm.FP6_FORMATS and bs <= dm.FP6_STEP:  # fp6 rounds x in its own loop
             dm.decode_mma(x, qdata, s, zero, bias, y, k // bs, wfmt, split, x_qdq=act, pdl=pdl)
             return y.to(x.dtype)
+    if m > 16:  # (the dispatch asks mma_rows first)
+        raise ValueError(f"M={m}: past 16 rows only decode_mma serves MX / NVFP4 (mma_rows)")
     s = s.contiguous()  # group-major bytes decode_mma did not take: a row-major copy
     ebits, mbits, bias_e, nan = elem_params(elem)
     ts = tensor_scale if tensor_scale is not None else s

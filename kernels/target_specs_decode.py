@@ -127,10 +127,12 @@ def _rows(
     )
 
 
-ROWS_SPILLS = {(1, 128): 512}
+ROWS_SPILLS = {(1, 128): 512, (6, 128): 544, (7, 128): 544}
 """(WFMT, rows): bytes ROWS_TILE's tile may spill. int4 at 128 rows (sm90: 255 registers, 352
 bytes; each group's float32 product tile beside the sums) ran 55-65 µs on an H200, where the
-64-row column tiles that do not spill (234 registers) ran 62-74 (bench/NOTES.md, session 45)."""
+64-row column tiles that do not spill (234 registers) ran 62-74 (bench/NOTES.md, session 45).
+MX fp6 at 128 rows (WT only, 32-row column tiles): 528 bytes; its other path there, the
+emulated dequantize and BLAS matmul, ran at 0.22x bf16 (run ca9c23)."""
 
 
 def decode_mma_specs(target: str) -> list[Spec]:
@@ -218,6 +220,20 @@ def decode_mma_specs(target: str) -> list[Spec]:
                 for f, w, gs in (("int4wo", 1, 128), ("int8wo", 0, 16), ("fp8wo", 2, 16))
                 for rows in ROWS_TILE[WeightFormat(w)]
             ]
+            # ...MX and NVFP4's (session 51)
+            + [
+                _rows(f"{f}.decode_mma_m{rows}", w, 32, target, rows)
+                for f, w in (
+                    ("mxwo_fp4", 4),
+                    ("nvfp4wo", 9),
+                    ("mxwo_fp8", 5),
+                    ("mx_fp8_e5m2", 8),
+                    ("mx_int8", 10),
+                    ("mxwo_fp6_e3m2", 6),
+                    ("mx_fp6_e2m3", 7),
+                )
+                for rows in ROWS_TILE[WeightFormat(w)]
+            ]  # fmt: skip
             # ...and W4A8's (the integer MMA; x symmetric and with zero points)
             + [
                 _rows(

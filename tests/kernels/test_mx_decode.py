@@ -260,8 +260,9 @@ def test_launcher_checks_shapes():
 def test_dispatch_rows(backend):
     """Decode band: the MX decode kernel, then the emulated path where it refuses a call (a
     recorded fallback); past it and for float32 activations the emulated path (dequantize,
-    then the BLAS matmul), as intended. fp6 codes: the same on CUDA (decode_mma's fp6 loop),
-    the emulated path at any M elsewhere."""
+    then the BLAS matmul), as intended. On sm90 the band runs to MX_ROWS_MAX_M rows
+    (decode_mma_tiles.ROWS_TILE, session 51); other CUDA archs end at 16. fp6 codes: the
+    same on CUDA (decode_mma's fp6 loop), the emulated path at any M elsewhere."""
     platform = dispatch.Platform(dispatch.Backend(backend), "sm90" if backend == "cuda" else "x")
     rows = {
         dispatch.Scheme.MX_WEIGHT_ONLY: ("triton.mxwo.decode", "emulated.mx_dequant_mm"),
@@ -271,8 +272,17 @@ def test_dispatch_rows(backend):
     }
     for scheme, (decode, emulated) in rows.items():
         assert dispatch.candidates(scheme, platform, 16, torch.bfloat16) == (decode, emulated)
-        assert dispatch.candidates(scheme, platform, 17, torch.bfloat16) == (emulated,)
+        past = (decode, emulated) if backend == "cuda" else (emulated,)
+        most = dispatch.MX_ROWS_MAX_M
+        for dtype in (torch.bfloat16, torch.float16):
+            assert dispatch.candidates(scheme, platform, 17, dtype) == past
+            assert dispatch.candidates(scheme, platform, most, dtype) == past
+            assert dispatch.candidates(scheme, platform, most + 1, dtype) == (emulated,)
         assert dispatch.candidates(scheme, platform, 1, torch.float32) == (emulated,)
+        assert dispatch.candidates(scheme, platform, 32, torch.float32) == (emulated,)
+        for arch in ("sm89", "sm100"):
+            other = dispatch.Platform(dispatch.Backend.CUDA, arch)
+            assert dispatch.candidates(scheme, other, 17, torch.bfloat16) == (emulated,)
         if scheme.value.startswith("mx"):
             fp6 = dispatch.candidates(scheme, platform, 1, torch.bfloat16, "fp6")
             assert fp6 == ((decode, emulated) if backend == "cuda" else (emulated,))
