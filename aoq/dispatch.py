@@ -27,11 +27,13 @@ from aoq.backends import Backend, Platform, platform_of  # noqa: F401 (Backend: 
 from aoq.dispatch_table import (  # noqa: F401 (dispatch's API: the table lives there)
     ARCH_BY_M,
     ARCH_TABLE,
+    ARCH_VARIANT_BY_M,
     BY_M,
     DECODE_MAX_M,
     DECODE_ROWS_MAX_M,
     DTYPE_BY_M,
     M_ANY,
+    MX_NARROW_ROWS_MAX_M,
     MX_ROWS_MAX_M,
     PREFILL_TRITON_MAX_M,
     TABLE,

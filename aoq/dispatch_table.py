@@ -77,6 +77,7 @@ DTYPE_BY_M: dict[tuple[Scheme, Backend, torch.dtype], Bands] = {}
 # row names what x's dtype needs whatever the weight) and before the arch rows (an
 # ARCH_TABLE row still wins).
 VARIANT_BY_M: dict[tuple[Scheme, Backend, str], Bands] = {}
+ARCH_VARIANT_BY_M: dict[tuple[Scheme, Backend, str, str], Bands] = {}
 # Bands for one arch, where the right kernel depends on it: {(scheme, backend, arch): bands}.
 # They come after the dtype and variant rows (an ARCH_TABLE row still wins).
 ARCH_BY_M: dict[tuple[Scheme, Backend, str], Bands] = {}
@@ -89,8 +90,11 @@ DECODE_ROWS_MAX_M = {
 """Weight-only on sm90: the decode kernel up to this many rows (kernels/decode_mma_tiles
 .ROWS_TILE's largest padding), where it takes them."""
 MX_ROWS_MAX_M = 128
-"""MX and NVFP4 on sm90: the decode kernel up to this many rows (kernels/decode_mma_tiles
-.ROWS_TILE), where it takes them; the emulated path past it."""
+"""MX fp4, e4m3 and e5m2 on sm90: the decode kernel up to this many rows (kernels/
+decode_mma_tiles.ROWS_TILE), where it takes them; the emulated path past it."""
+MX_NARROW_ROWS_MAX_M = 64
+"""NVFP4, MX int8 and MX fp6 on sm90: the same, to 64 rows (at 128 the emulated path was
+the faster, bench/NOTES.md session 51)."""
 W4A8_ROWS_MAX_M = 64
 """W4A8 on sm90: the decode kernel up to this many rows, where it takes them."""
 W4A8_WT_ROWS_MAX_M = 128
@@ -210,12 +214,21 @@ def _gpu_rows() -> None:
         for backend in (Backend.CUDA, Backend.ROCM, Backend.INTERPRET):
             BY_M[(scheme, backend)] = ((DECODE_MAX_M, (decode, emulated)), (M_ANY, (emulated,)))
             DTYPE_BY_M[(scheme, backend, torch.float32)] = ((M_ANY, (emulated,)),)
-        # sm90, 17-128 rows of bf16 / fp16 x: the decode kernel's wider tiles (decode_mma_tiles
-        # .ROWS_TILE), where the emulated path ran at 0.22-0.41x bf16 (run ca9c23, H200)
+        # sm90, 17-128 rows of bf16 / fp16 x (NVFP4, MX int8 and fp6: 17-64): the decode
+        # kernel's wider tiles (decode_mma_tiles.ROWS_TILE), 1.1-3.9x the emulated path,
+        # which had run at 0.21-0.43x bf16 there (H200, bench/NOTES.md session 51)
+        wide = scheme in (Scheme.MX_WEIGHT_ONLY, Scheme.MX_MX)
+        most = MX_ROWS_MAX_M if wide else MX_NARROW_ROWS_MAX_M
         ARCH_BY_M[(scheme, Backend.CUDA, "sm90")] = (
-            (MX_ROWS_MAX_M, (decode, emulated)),
+            (most, (decode, emulated)),
             (M_ANY, (emulated,)),
         )
+        if wide:
+            for variant in ("int8", "fp6"):
+                ARCH_VARIANT_BY_M[(scheme, Backend.CUDA, "sm90", variant)] = (
+                    (MX_NARROW_ROWS_MAX_M, (decode, emulated)),
+                    (M_ANY, (emulated,)),
+                )
     # ...fp6 codes (four in three bytes) decode only on CUDA's bf16-pair kernel (decode_mma.py,
     # WFMT 6 and 7, session 31; the decode entry refuses them anywhere else): the generic
     # decode kernel's fp6 tile cost more than the emulated path's whole dequantize-and-GEMV
@@ -237,7 +250,8 @@ def band_edges(scheme: Scheme) -> list[int]:
     """Every band's last M in any of ``scheme``'s band rows (every backend, arch, dtype and
     variant), ascending: where a kernel may take over (bench/band_sweep.py times both sides)."""
     rows = [b for (s, *_), b in (*BY_M.items(), *DTYPE_BY_M.items(), *VARIANT_BY_M.items(),
-                                 *ARCH_BY_M.items()) if s is scheme]  # fmt: skip
+                                 *ARCH_BY_M.items(), *ARCH_VARIANT_BY_M.items())
+            if s is scheme]  # fmt: skip
     return sorted({max_m for bands in rows for max_m, _ in bands if max_m != M_ANY})
 
 
@@ -254,12 +268,15 @@ def candidates(
 ) -> tuple[str, ...]:
     """Kernels for ``scheme`` on ``platform`` at M rows of ``dtype`` activations and a
     weight of ``variant``: the arch row, else the M band of the dtype's row, of the
-    variant's row, of the arch's bands, of the scheme's row, else the backend row.
-    ``dtype=None`` asks for the row every dtype without a row of its own gets."""
+    variant's row on this arch, of the variant's row, of the arch's bands, of the scheme's
+    row, else the backend row. ``dtype=None`` asks for the row every dtype without a row of
+    its own gets."""
     arch_row = ARCH_TABLE.get((scheme, platform.backend, platform.arch))
     if arch_row is not None:
         return arch_row
     bands = DTYPE_BY_M.get((scheme, platform.backend, dtype)) if dtype is not None else None
+    if bands is None and variant:
+        bands = ARCH_VARIANT_BY_M.get((scheme, platform.backend, platform.arch, variant))
     if bands is None and variant:
         bands = VARIANT_BY_M.get((scheme, platform.backend, variant))
     if bands is None:
@@ -285,6 +302,7 @@ def describe() -> str:
     ]
     banded += [((s, b, v), bands) for (s, b, v), bands in VARIANT_BY_M.items()]
     banded += [((s, b, a), bands) for (s, b, a), bands in ARCH_BY_M.items()]
+    banded += [((s, b, f"{a} {v}"), bands) for (s, b, a, v), bands in ARCH_VARIANT_BY_M.items()]
     for (s, b, dtype), bands in banded:
         lo = 0
         for max_m, names in bands:

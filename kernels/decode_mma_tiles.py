@@ -174,7 +174,8 @@ ROWS_TILE = {
                              "WT": False, "per_sm": 1}},
     WeightFormat.INT4_SYM: {32: {"ROWS": 32, "BLOCK_N": 128, "per_sm": 4},
                             64: {"ROWS": 64, "per_sm": 4}},
-    # MX and NVFP4 (session 51): int4's tiles for the nibble formats, int8's for the byte ones
+    # MX and NVFP4 (session 51): int4's tiles for the nibble formats, e4m3's (weight-only)
+    # for the byte ones; 128 rows only for MX fp4, e4m3 and e5m2 (below)
     WeightFormat.MX_FP4: {32: {"ROWS": 32, "per_sm": 4},
                           64: {"ROWS": 64, "BLOCK_N": 128, "num_warps": 4, "WT": False,
                                "per_sm": 2},
@@ -182,27 +183,19 @@ ROWS_TILE = {
                                 "per_sm": 1}},
     WeightFormat.NVFP4: {32: {"ROWS": 32, "per_sm": 4},
                          64: {"ROWS": 64, "BLOCK_N": 128, "num_warps": 4, "WT": False,
-                              "per_sm": 2},
-                         128: {"ROWS": 128, "BLOCK_N": 128, "num_warps": 8, "WT": False,
-                               "per_sm": 1}},
+                              "per_sm": 2}},
     WeightFormat.MX_FP8: {32: {"ROWS": 32},
                           64: {"ROWS": 64, "BLOCK_N": 128, "STEP_K": 64, "num_warps": 4,
                                "WT": False, "per_sm": 2},
                           128: {"ROWS": 128, "BLOCK_N": 256, "STEP_K": 64, "num_warps": 8,
                                 "WT": False, "per_sm": 1}},
-    # MX fp6's loop takes the weights as operand A only (WT): at 128 rows on 32-row column
-    # tiles ptxas spills 528 bytes on sm90 (64-row ones: 1056; target_specs_decode.ROWS_SPILLS)
-    WeightFormat.MX_FP6_E3M2: {32: {"ROWS": 32, "per_sm": 4}, 64: {"ROWS": 64, "per_sm": 2},
-                               128: {"ROWS": 128, "BLOCK_N": 32, "per_sm": 2}},
-    WeightFormat.MX_FP6_E2M3: {32: {"ROWS": 32, "per_sm": 4}, 64: {"ROWS": 64, "per_sm": 2},
-                               128: {"ROWS": 128, "BLOCK_N": 32, "per_sm": 2}},
+    # MX fp6's loop takes the weights as operand A only (WT)
+    WeightFormat.MX_FP6_E3M2: {32: {"ROWS": 32, "per_sm": 4}, 64: {"ROWS": 64, "per_sm": 2}},
+    WeightFormat.MX_FP6_E2M3: {32: {"ROWS": 32, "per_sm": 4}, 64: {"ROWS": 64, "per_sm": 2}},
 }  # fmt: skip
 ROWS_TILE[WeightFormat.MX_FP8_E5M2] = ROWS_TILE[WeightFormat.MX_FP8]
-# MX int8 scales each block's product tile: at 128 rows ptxas spilled 1956 bytes on sm90 on
-# e4m3's 256-wide column tiles on 8 warps, 1056 on 128-wide ones, none on 64-wide ones
 ROWS_TILE[WeightFormat.MX_INT8] = {
-    **ROWS_TILE[WeightFormat.MX_FP8],
-    128: {**ROWS_TILE[WeightFormat.MX_FP8][128], "BLOCK_N": 64},
+    r: t for r, t in ROWS_TILE[WeightFormat.MX_FP8].items() if r <= 64
 }
 """Weight-only and W4A8 decode past 16 rows (x padded to the smallest key that holds its rows:
 32, 64, 128 (not W4A8), and for int8 / e4m3 256), on top of TILE: the decode kernel's split-K

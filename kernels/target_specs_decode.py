@@ -127,12 +127,10 @@ def _rows(
     )
 
 
-ROWS_SPILLS = {(1, 128): 512, (6, 128): 544, (7, 128): 544}
+ROWS_SPILLS = {(1, 128): 512}
 """(WFMT, rows): bytes ROWS_TILE's tile may spill. int4 at 128 rows (sm90: 255 registers, 352
 bytes; each group's float32 product tile beside the sums) ran 55-65 µs on an H200, where the
-64-row column tiles that do not spill (234 registers) ran 62-74 (bench/NOTES.md, session 45).
-MX fp6 at 128 rows (WT only, 32-row column tiles): 528 bytes; its other path there, the
-emulated dequantize and BLAS matmul, ran at 0.22x bf16 (run ca9c23)."""
+64-row column tiles that do not spill (234 registers) ran 62-74 (bench/NOTES.md, session 45)."""
 
 
 def decode_mma_specs(target: str) -> list[Spec]:

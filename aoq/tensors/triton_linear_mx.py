@@ -95,10 +95,12 @@ def _mx_decode(x: torch.Tensor, w: MXWeight | NVFP4Tensor, bias: Any) -> torch.T
 
 
 def _xmx(x: torch.Tensor, w: MXWeight | NVFP4Tensor) -> bool:
-    """The mx-int8 config at decode M takes mx_decode.mx_int8_xmx (AOQ_XMX=1): MX int8 weights
-    and activations, bf16 / fp16 x, the weight's group-major bytes (CUDA), not traced."""
+    """The mx-int8 config at decode M up to 16 rows takes mx_decode.mx_int8_xmx (AOQ_XMX=1):
+    MX int8 weights and activations, bf16 / fp16 x, the weight's group-major bytes (CUDA),
+    not traced."""
     return (
         _k.mx_decode.XMX
+        and x.shape[0] <= 16
         and isinstance(w, MXWeight)
         and w.elem is MXElem.INT8
         and w.act is ActQuant.MX_DYNAMIC

@@ -74,12 +74,14 @@ SHAPES: tuple[Shape, ...] = (
 )
 GPU_SHAPES: tuple[Shape, ...] = (
     _shape("large", (1,), 4096, 4096),
+    _shape("large", (64,), 4096, 4096),
     _shape("large", (100,), 4096, 4096),
     _shape("large", (120,), 4096, 4096),
     _shape("large", (256,), 4096, 4096),
 )
-"""LLM-sized: decode (M 1), the batched decode between decode and prefill (M 100: x padded to
-128 rows on sm90, kernels/decode_mma_tiles.ROWS_TILE; int4 weight-only and W4A8 on
+"""LLM-sized: decode (M 1), the batched decode between decode and prefill (M 64: x padded to
+64 rows on sm90, kernels/decode_mma_tiles.ROWS_TILE, every weight-only, W4A8, MX and NVFP4
+config on its 64-row tile; M 100: padded to 128 rows; int4 weight-only and W4A8 on
 kernels/wt_rows.py; M 120: int8 and e4m3 weight-only there too, its descriptor's box past x's
 last row) and the end of the Triton prefill band (M 256)."""
 QUICK_KINDS = ("aligned", "unaligned-N", "M1", "3d")

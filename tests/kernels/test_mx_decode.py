@@ -260,9 +260,10 @@ def test_launcher_checks_shapes():
 def test_dispatch_rows(backend):
     """Decode band: the MX decode kernel, then the emulated path where it refuses a call (a
     recorded fallback); past it and for float32 activations the emulated path (dequantize,
-    then the BLAS matmul), as intended. On sm90 the band runs to MX_ROWS_MAX_M rows
-    (decode_mma_tiles.ROWS_TILE, session 51); other CUDA archs end at 16. fp6 codes: the
-    same on CUDA (decode_mma's fp6 loop), the emulated path at any M elsewhere."""
+    then the BLAS matmul), as intended. On sm90 the band runs to MX_ROWS_MAX_M rows for MX
+    fp4 and fp8, MX_NARROW_ROWS_MAX_M for NVFP4 and MX int8 and fp6 (decode_mma_tiles
+    .ROWS_TILE, session 51); other CUDA archs end at 16. fp6 codes: the same on CUDA
+    (decode_mma's fp6 loop), the emulated path at any M elsewhere."""
     platform = dispatch.Platform(dispatch.Backend(backend), "sm90" if backend == "cuda" else "x")
     rows = {
         dispatch.Scheme.MX_WEIGHT_ONLY: ("triton.mxwo.decode", "emulated.mx_dequant_mm"),
@@ -273,11 +274,18 @@ def test_dispatch_rows(backend):
     for scheme, (decode, emulated) in rows.items():
         assert dispatch.candidates(scheme, platform, 16, torch.bfloat16) == (decode, emulated)
         past = (decode, emulated) if backend == "cuda" else (emulated,)
-        most = dispatch.MX_ROWS_MAX_M
-        for dtype in (torch.bfloat16, torch.float16):
-            assert dispatch.candidates(scheme, platform, 17, dtype) == past
-            assert dispatch.candidates(scheme, platform, most, dtype) == past
-            assert dispatch.candidates(scheme, platform, most + 1, dtype) == (emulated,)
+        mx = scheme.value.startswith("mx")
+        narrow = dispatch.MX_NARROW_ROWS_MAX_M
+        for variant, most in ((None, dispatch.MX_ROWS_MAX_M if mx else narrow),
+                              ("int8", narrow), ("fp6", narrow)):  # fmt: skip
+            if not mx and variant:
+                continue
+            for dtype in (torch.bfloat16, torch.float16):
+                for m, want in ((17, past), (most, past), (most + 1, (emulated,))):
+                    got = dispatch.candidates(scheme, platform, m, dtype, variant)
+                    if variant == "fp6" and backend != "cuda":
+                        want = (emulated,)
+                    assert got == want, (scheme, variant, m)
         assert dispatch.candidates(scheme, platform, 1, torch.float32) == (emulated,)
         assert dispatch.candidates(scheme, platform, 32, torch.float32) == (emulated,)
         for arch in ("sm89", "sm100"):
@@ -297,6 +305,7 @@ def test_mx_weights_name_their_variant():
         return lin.weight.dispatch_variant
 
     assert variant("fp6_e3m2") == variant("fp6_e2m3") == "fp6"
+    assert variant("int8") == "int8"
     assert variant("fp4_e2m1") is None and variant("fp8_e4m3") is None
 
 
