@@ -29,10 +29,13 @@ int4's tile (run of 2026-11-22, H200, M = 1 and 16, K x N 8192 x 8192 and 4096 x
   are arguments).
 
 W4A8 (``WFMT`` 3, symmetric int4 in groups of 32, int8 activations) takes the same tile
-and orientation at two groups a step (TILE): x's codes, less the row's zero point for
-asymmetric activations (at most 255 in magnitude), are exact in bf16. Since session 41 it
-serves W4A8 on ROCm and for groups other than 32 only: the rest on CUDA takes w4a8_mma.py
-(int_act_mm.ROWS_MMA_FROM; zero points there since session 41, symmetric since 40).
+and orientation at two groups a step (TILE), on the integer MMA (IMMA: each group's exact
+int32 sums read back as float32 from IMMA_BASE's bits; zero points by a second dot of the
+codes against z, read from the same bits, since session 51: at 64 rows 44.6-49.4 µs against
+65.5-73.5 with x - z through bf16 pairs on an H200, bench/NOTES.md). Up to 16 rows it serves
+W4A8 on ROCm and for groups other than 32 only: the rest on CUDA takes w4a8_mma.py
+(int_act_mm.ROWS_MMA_FROM; zero points there since session 41, symmetric since 40); past 16
+rows on sm90 it serves every W4A8 call up to 64 rows.
 """
 
 from __future__ import annotations

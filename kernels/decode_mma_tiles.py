@@ -238,6 +238,15 @@ So past 64 rows the weight-only kernel does its math at 240-280 TFLOP/s for int4
 rows, 320-350 for the 8-bit codes at 128 and 410-430 at 256, where bf16's cuBLAS runs 420-600
 (each step's dequantized weights go through shared memory to the MMA): faster than every
 other kernel here, not yet than bf16 (bench/NOTES.md, session 45).
+- MX and NVFP4 (session 51; ``python -m bench.band_sweep --configs mxwo-fp4_e2m1,nvfp4wo,
+  mxwo-fp8_e4m3,mx-int8,mxwo-fp6_e3m2 --ms 32,64,128 --shapes 8192x8192,4096x14336``, µs
+  at 8192^2 / 4096 x 14336, this tile / the emulated path it replaces): M 32 fp4 32.4 / 32.2
+  against 88.4 / 78.3, NVFP4 45.7 / 45.0 against 88.9 / 79.2, e4m3 37.0 / 36.2 against 100.1
+  / 88.2, int8 40.7 / 40.0 against 97.7 / 86.1, fp6 41.5 / 41.4 against 163.6 / 145.1; M 64
+  49.3 / 48.9, 57.0 / 56.2, 48.3 / 47.2, 54.7 / 54.3, 72.5 / 68.6 against 80-166; M 128 fp4
+  73.4 / 71.6 against 90.4 / 80.0 and e4m3 63.4 / 62.3 against 102.0 / 89.3 (kept), NVFP4
+  78.0 / 84.5 against 91.0 / 80.7, int8 175 / 174 against 100 / 88, fp6 280 / 302 against
+  166 / 147 (dropped: those stop at 64 rows). e5m2 takes e4m3's tiles, not timed.
 Stream-K (SK) stays with 16 rows, where it was timed. Only sm90 was timed, so only sm90
 (and the interpreter, which tests them) takes them: :func:`max_rows`."""
 

@@ -16,6 +16,10 @@ E8M0 scales, fp6 6.25, fp8 / int8 8.25, NVFP4 4.5.
 Op: none of its own; dispatch's ``triton.mxwo.decode``, ``triton.mx.decode`` (activations
 MX quantize-dequantized first by the Triton cast) and ``triton.nvfp4wo.decode`` call
 :func:`mx_decode` directly on GPUs and under the interpreter.
+
+Past 16 rows (sm90, session 51) only decode_mma's wider tiles serve (decode_mma_tiles
+.ROWS_TILE: MX fp4, e4m3 and e5m2 to 128 rows, NVFP4, MX int8 and fp6 to 64), on the
+weight's group-major bytes: :func:`mma_rows` says where; this kernel's own tile holds 16.
 """
 
 from __future__ import annotations
