@@ -77,6 +77,9 @@ DTYPE_BY_M: dict[tuple[Scheme, Backend, torch.dtype], Bands] = {}
 # row names what x's dtype needs whatever the weight) and before the arch rows (an
 # ARCH_TABLE row still wins).
 VARIANT_BY_M: dict[tuple[Scheme, Backend, str], Bands] = {}
+# Bands for one weight variant on one arch: {(scheme, backend, arch, variant): bands}, before
+# the variant's own row (e.g. sm90's MX int8 and fp6 weights, whose decode tiles stop at 64
+# rows where the other MX elements' run to 128).
 ARCH_VARIANT_BY_M: dict[tuple[Scheme, Backend, str, str], Bands] = {}
 # Bands for one arch, where the right kernel depends on it: {(scheme, backend, arch): bands}.
 # They come after the dtype and variant rows (an ARCH_TABLE row still wins).

@@ -193,12 +193,9 @@ ROWS_TILE = {
     WeightFormat.MX_FP6_E3M2: {32: {"ROWS": 32, "per_sm": 4}, 64: {"ROWS": 64, "per_sm": 2}},
     WeightFormat.MX_FP6_E2M3: {32: {"ROWS": 32, "per_sm": 4}, 64: {"ROWS": 64, "per_sm": 2}},
 }  # fmt: skip
-ROWS_TILE[WeightFormat.MX_FP8_E5M2] = ROWS_TILE[WeightFormat.MX_FP8]
-ROWS_TILE[WeightFormat.MX_INT8] = {
-    r: t for r, t in ROWS_TILE[WeightFormat.MX_FP8].items() if r <= 64
-}
-"""Weight-only and W4A8 decode past 16 rows (x padded to the smallest key that holds its rows:
-32, 64, 128 (not W4A8), and for int8 / e4m3 256), on top of TILE: the decode kernel's split-K
+"""Weight-only, W4A8, MX and NVFP4 decode past 16 rows (x padded to the smallest key that
+holds its rows: 32, 64, 128 (not W4A8, NVFP4, MX int8 or fp6), and for int8 / e4m3 256), on
+top of TILE: the decode kernel's split-K
 over K keeps every SM busy, where the prefill kernel's [BLOCK_M, BLOCK_N] tiles over all of K
 give too few programs (64-128 at 8192^2). Each x step is read by every column tile, so the
 wider x gets, the more rows a tile takes: at 64 rows x outweighs the codes 4 to 1 at 64 rows a
@@ -249,6 +246,11 @@ other kernel here, not yet than bf16 (bench/NOTES.md, session 45).
   166 / 147 (dropped: those stop at 64 rows). e5m2 takes e4m3's tiles, not timed.
 Stream-K (SK) stays with 16 rows, where it was timed. Only sm90 was timed, so only sm90
 (and the interpreter, which tests them) takes them: :func:`max_rows`."""
+# e5m2 shares e4m3's tiles; MX int8 stops at 64 rows with NVFP4 and fp6
+ROWS_TILE[WeightFormat.MX_FP8_E5M2] = ROWS_TILE[WeightFormat.MX_FP8]
+ROWS_TILE[WeightFormat.MX_INT8] = {
+    r: t for r, t in ROWS_TILE[WeightFormat.MX_FP8].items() if r <= 64
+}
 
 
 def rows_tile(wfmt: WeightFormat, m: int) -> dict:
@@ -261,8 +263,8 @@ def rows_tile(wfmt: WeightFormat, m: int) -> dict:
 
 def max_rows(wfmt: WeightFormat, device: torch.device) -> int:
     """The most rows of x decode_mma takes for ``wfmt`` on ``device``: ROWS_TILE's largest
-    padding (int4 128, int8 / e4m3 256, W4A8 64) where the device was timed (NVIDIA sm90; the
-    interpreter's CPU tensors), else 16."""
+    padding (int4 128, int8 / e4m3 256, W4A8 64, MX fp4 / fp8 128, NVFP4 and MX int8 / fp6
+    64) where the device was timed (NVIDIA sm90; the interpreter's CPU tensors), else 16."""
     if wfmt not in ROWS_TILE:
         return 16
     most = max(ROWS_TILE[wfmt])
