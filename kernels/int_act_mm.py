@@ -305,9 +305,8 @@ def _int_act(
         decode and int4 and not gemv and m > 1 and bias_int is None
         and dm.serves(xq, wq, groups, W4, w_scale)
     ):  # fmt: skip
-        # GEMV_ROWS < M (16; sm90 64) on the matrix-unit decode (exact group sums on the
-        # integer MMA, zero points by a second dot): 24-25 us against this module's kernel's
-        # 46 at 8192^2, M 16 (H200, sessions 9, 15; zero points on the integer MMA: s. 51)
+        # GEMV_ROWS < M (16; sm90 64) on the matrix-unit decode (exact integer-MMA group sums;
+        # zero points: a second dot, s. 51): 24-25 us vs 46 here at 8192^2, M 16 (H200, s. 15)
         dm.decode_mma(xq, wq, w_scale, None, bias, y, groups, W4, split, x_scale=x_scale,
                       x_zero=x_zero if asym else None, pdl=pdl)  # fmt: skip
         return y.to(out_dtype)

@@ -166,9 +166,10 @@ def serves(x: torch.Tensor, qdata: torch.Tensor, block_size: int, rows: int = 16
     bs = block_size
     if x.dtype not in X_DTYPES:
         return f"{x.dtype} activations (the MX decode kernel multiplies bf16 or fp16)"
-    if m > max(rows, 16) or x.stride(-1) != 1:
-        why = "decode_mma takes them on sm90 with the weight's group-major bytes" if m > 16 else ""
-        return f"M={m} > {max(rows, 16)} or strided rows" + (f" ({why})" if why else "")
+    most = max(rows, 16)
+    if m > most or x.stride(-1) != 1:
+        hint = " (past 16: decode_mma on sm90, group-major bytes)" if m > 16 else ""
+        return f"M={m} > {most} or strided rows{hint}"
     if not qdata.is_contiguous():
         return "non-contiguous codes"
     if bs & (bs - 1) or not 16 <= bs <= MAX_BLOCK:

@@ -20,24 +20,29 @@ from aoq.tensors.triton_linear import _call, _common, _k, _one_row_pays, _traced
 
 def _mx_decode_check(x: torch.Tensor, w: MXWeight | NVFP4Tensor, bias: Any) -> str | None:
     bs = w.block_size if isinstance(w, MXWeight) else 16
-    why = _common(x, w) or _k.mx_decode.serves(x, w.qdata, bs, _rows(x, w, bs))
+    why = _common(x, w)
+    if why is not None:
+        return why
+    past = x.dim() == 2 and x.shape[0] > 16
+    gm, zero, wfmt = _group_major(x, w) if past or _fp6(w) else (None, None, None)
+    # past 16 rows decode_mma on the group-major bytes (sm90: mx_decode.mma_rows)
+    rows = _k.mx_decode.mma_rows(x, w.qdata, gm, zero, bs, wfmt) if past else 16
+    why = _k.mx_decode.serves(x, w.qdata, bs, rows)
     if why is None and _fp6(w):  # fp6 runs only decode_mma's loop (mx_decode.fp6_refusal)
-        d = w.derived() if x.dtype in (torch.bfloat16, torch.float16) else {}
-        gm = d["scale_gm"].t() if "scale_gm" in d else None
-        why = _k.mx_decode.fp6_refusal(x, w.qdata, gm, d.get("big_scales"), bs, w.elem)
+        why = _k.mx_decode.fp6_refusal(x, w.qdata, gm, zero, bs, w.elem)
     return why
 
 
-def _rows(x: torch.Tensor, w: MXWeight | NVFP4Tensor, bs: int) -> int:
-    """mx_decode.mma_rows for this weight: past 16 rows, decode_mma on its group-major bytes
-    (sm90; the weight's derived layout, bf16 / fp16 x)."""
-    if x.dim() != 2 or x.shape[0] <= 16 or x.dtype not in (torch.bfloat16, torch.float16):
-        return 16
-    d, nv = w.derived(), isinstance(w, NVFP4Tensor)
+def _group_major(x: torch.Tensor, w: MXWeight | NVFP4Tensor) -> tuple[Any, Any, Any]:
+    """The weight's group-major bytes (a view with strides (1, N)), its BIG flag (MX) or
+    tensor scale (NVFP4) and decode_mma's format for it, from its derived layout (CUDA, bf16
+    / fp16 x); Nones where it has none."""
+    d = w.derived() if x.dtype in (torch.bfloat16, torch.float16) else {}
+    nv = isinstance(w, NVFP4Tensor)
     gm = d["scale_gm"].t() if "scale_gm" in d else None
     zero = w.tensor_scale if nv else d.get("big_scales")
     wfmt = _k._common.WeightFormat.NVFP4 if nv else _k.mx_decode.DECODE_MMA_FORMATS.get(w.elem)
-    return _k.mx_decode.mma_rows(x, w.qdata, gm, zero, bs, wfmt)
+    return gm, zero, wfmt
 
 
 def _fp6(w: MXWeight | NVFP4Tensor) -> bool:
