@@ -298,13 +298,12 @@ def byte_codes(q, WFMT: tl.constexpr, ASM: tl.constexpr):
 
 
 @triton.jit
-def fp4_codes(b, sb, BIG: tl.constexpr, ASM: tl.constexpr, F16: tl.constexpr = False):
-    """uint8 [R, C] bytes of MX fp4 codes, int32 [R] E8M0 bytes of their block (BIG: some
-    block of the weight has a byte above 128) -> (low nibbles, high nibbles)
-    times 2**(b - 127) as [R, C] tensors: bf16 (F16: fp16) from the assembly; float32 under
-    the interpreter (the reference's values, exact; F16: rounded to fp16 as the reference's
-    cast)."""
-    sbb = tl.broadcast_to(sb[:, None], b.shape)
+def fp4_codes(b, sbb, BIG: tl.constexpr, ASM: tl.constexpr, F16: tl.constexpr = False):
+    """uint8 [R, C] bytes of MX fp4 codes, int32 [R, C] E8M0 bytes of each byte's block (one
+    for every four bytes of a row from the fourth on; BIG: some block of the weight has a byte
+    above 128) -> (low nibbles, high nibbles) times 2**(b - 127) as [R, C] tensors: bf16
+    (F16: fp16) from the assembly; float32 under the interpreter (the reference's values,
+    exact; F16: rounded to fp16 as the reference's cast)."""
     if ASM and F16:
         lo, hi = tl.inline_asm_elementwise(
             _FP4_F16_BIG_ASM if BIG else _FP4_F16_ASM, "=r,=r,=r,=r,r,r,r,r,r", [b, sbb],
@@ -317,7 +316,7 @@ def fp4_codes(b, sb, BIG: tl.constexpr, ASM: tl.constexpr, F16: tl.constexpr = F
         )  # fmt: skip
     else:
         p = b.to(tl.int32)
-        d = e8m0_value(sb)[:, None]
+        d = e8m0_value(sbb)
         lo = elem_value(p & 15, 2, 1, 1, 0) * d
         hi = elem_value(p >> 4, 2, 1, 1, 0) * d
         if F16:
@@ -327,13 +326,13 @@ def fp4_codes(b, sb, BIG: tl.constexpr, ASM: tl.constexpr, F16: tl.constexpr = F
 
 
 @triton.jit
-def mxfp8_codes(q, sb, BIG: tl.constexpr, ASM: tl.constexpr, F16: tl.constexpr = False,
+def mxfp8_codes(q, sbb, BIG: tl.constexpr, ASM: tl.constexpr, F16: tl.constexpr = False,
                 E5M2: tl.constexpr = False):  # fmt: skip
-    """uint8 [R, C] MX fp8 e4m3 (E5M2: e5m2) codes, int32 [R] E8M0 bytes of their block
-    (BIG: some byte of the weight is above 134; e5m2: 142) -> their values times
-    2**(b - 127): bf16 (F16: fp16) from the assembly; float32 under the interpreter (the
-    reference's values, exact; rounded to fp16 under F16)."""
-    sbb = tl.broadcast_to(sb[:, None], q.shape)
+    """uint8 [R, C] MX fp8 e4m3 (E5M2: e5m2) codes, int32 [R, C] E8M0 bytes of each code's
+    block (one for every four codes of a row from the fourth on; BIG: some byte of the weight
+    is above 134; e5m2: 142) -> their values times 2**(b - 127): bf16 (F16: fp16) from the
+    assembly; float32 under the interpreter (the reference's values, exact; rounded to fp16
+    under F16)."""
     if ASM:
         w = tl.inline_asm_elementwise(
             _mxfp8_pick(BIG, F16, E5M2), "=r,=r,r,r,r,r,r", [q, sbb],
@@ -341,9 +340,9 @@ def mxfp8_codes(q, sb, BIG: tl.constexpr, ASM: tl.constexpr, F16: tl.constexpr =
         )  # fmt: skip
     else:
         if E5M2:
-            w = elem_value(q.to(tl.int32), 5, 2, 15, 2) * e8m0_value(sb)[:, None]
+            w = elem_value(q.to(tl.int32), 5, 2, 15, 2) * e8m0_value(sbb)
         else:
-            w = elem_value(q.to(tl.int32), 4, 3, 7, 1) * e8m0_value(sb)[:, None]
+            w = elem_value(q.to(tl.int32), 4, 3, 7, 1) * e8m0_value(sbb)
         if F16:
             w = w.to(tl.float16).to(tl.float32)
         else:  # exact in float32, then onto bf16's subnormal grid (2**-133, nearest even)

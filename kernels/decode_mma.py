@@ -99,7 +99,7 @@ def _decode_mma_kernel(
     A_FP8_TY: tl.constexpr = None, A_EMAX: tl.constexpr = 0, A_MAX_FRAC: tl.constexpr = 0,
     A_RCEIL: tl.constexpr = 0, ZMMA: tl.constexpr = False, NVX: tl.constexpr = False,
     POST: tl.constexpr = False, XMX: tl.constexpr = False, TMA: tl.constexpr = False,
-    L2PRE: tl.constexpr = 0, CHAINS: tl.constexpr = 1,
+    L2PRE: tl.constexpr = 0, CHAINS: tl.constexpr = 1, WIDE: tl.constexpr = False,
 ):  # fmt: skip
     """Program (n, s): outputs [ROWS, BLOCK_N] (x padded to ROWS rows: 16, or 8 for M <= 8,
     the n of NVIDIA's m16n8k16) over K range s. int4 (WFMT 1: zero points from
@@ -130,7 +130,8 @@ def _decode_mma_kernel(
     a tensor descriptor over the tiled codes as rows of TILE_B bytes (decode_mma's ``TMA``),
     so the pipeliner copies each step's tile with the Hopper tensor-memory accelerator.
     L2PRE (a probe; int4, TILED, under PDL): the program's first L2PRE steps' code tiles are
-    asked of L2 (prefetch.global.L2) before the wait, while the kernel before it finishes."""
+    asked of L2 (prefetch.global.L2) before the wait, while the kernel before it finishes.
+    WIDE (MX fp4 and fp8, NVFP4): a step's groups on one MMA (decode_mma_wide._wide_step)."""
     splitk.trigger(TRIGGER)
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
@@ -172,7 +173,7 @@ def _decode_mma_kernel(
             wrows = (
                 w_ptr
                 + int4_rows(offs_n, stride_wn, K, TILED, TILE_B, TILE_R)[:, None]
-                + tl.arange(0, GROUP_SIZE // per_byte)[None, :]
+                + tl.arange(0, (BLOCK_K if WIDE else GROUP_SIZE) // per_byte)[None, :]
             )
             trow = 0
         srow = offs_n.to(tl.int64) * stride_sn
@@ -188,14 +189,14 @@ def _decode_mma_kernel(
                 acc, acc_t, xrows, wrows, s_ptr, z_ptr, srow, nmask, mmask, xz, xsrows, k_lo, k_hi,
                 stride_sg, WFMT, GROUP_SIZE, GROUPS, XQ, XZ, BLOCK_K, ASM, UPCAST, WT, PREF, True,
                 IMMA, LOOP_STAGES, ZW, TILED, ALIGNED, TILE_B, TILE_R, KSTEP, ZMMA, NVX, POST, XMX,
-                TMA, trow, CHAINS,
+                TMA, trow, CHAINS, WIDE,
             )  # fmt: skip
         else:
             acc, acc_t = _group_steps(
                 acc, acc_t, xrows, wrows, s_ptr, z_ptr, srow, nmask, mmask, xz, xsrows, k_lo, k_hi,
                 stride_sg, WFMT, GROUP_SIZE, GROUPS, XQ, XZ, BLOCK_K, ASM, UPCAST, WT, PREF, False,
                 IMMA, LOOP_STAGES, ZW, TILED, ALIGNED, TILE_B, TILE_R, KSTEP, ZMMA, NVX, POST, XMX,
-                TMA, trow, CHAINS,
+                TMA, trow, CHAINS, WIDE,
             )  # fmt: skip
     else:
         if WFMT == 2:  # float8 codes read as their bytes (the conversion is ours)

@@ -16,6 +16,7 @@ from aoq.kernels.bf16_codes import (
     mxfp8_codes,
     nibble_bytes,
 )
+from aoq.kernels.decode_mma_wide import _weights_mma, _wide_step  # noqa: F401 (re-exported)
 from aoq.kernels.int4_zmma import int4_base_codes
 from aoq.kernels.mx_dequant import e8m0_value
 from aoq.kernels.nvfp4_codes import NVX_STEP, block_scales, nvfp4_codes, nvfp4_exact_codes
@@ -79,20 +80,6 @@ def _step_params(s_ptr, z_ptr, srow, nmask, k0, k_hi, stride_sg, WFMT: tl.conste
         s3, z3 = _group_params(s_ptr, z_ptr, srow, nmask, k0 + 3 * GROUP_SIZE, k_hi,
                                stride_sg, WFMT, GROUP_SIZE, ZW, NVX)  # fmt: skip
     return s0, z0, s1, z1, s2, z2, s3, z3
-
-
-@triton.jit
-def _weights_mma(acc, acc_t, w, xt, UPCAST: tl.constexpr, WT: tl.constexpr):
-    """(acc, acc_t) plus x's tile times the decoded weights w [BLOCK_N, C] (one per byte), in
-    either orientation; w in x's dtype (bf16 or fp16: per-channel int8 / e4m3 codes exact in
-    both, MX fp8 in fp16 already rounded as the emulated path's weights)."""
-    if not UPCAST:
-        w = w.to(xt.dtype)
-    if WT:
-        acc_t = mma(w, tl.trans(xt), acc_t, UPCAST, "ieee")
-    else:
-        acc = mma(xt, tl.trans(w), acc, UPCAST, "ieee")
-    return acc, acc_t
 
 
 @triton.jit
@@ -212,7 +199,8 @@ def _pair_step(acc, acc_t, xt, b, s_cur, z_cur, WFMT: tl.constexpr, GROUP_SIZE: 
         else:
             lo, hi = nvfp4_codes(b, d, ASM, xt.dtype == tl.float16)
     elif WFMT == 4:
-        lo, hi = fp4_codes(b, s_cur, BIG, ASM, xt.dtype == tl.float16)
+        sbb = tl.broadcast_to(s_cur[:, None], b.shape)
+        lo, hi = fp4_codes(b, sbb, BIG, ASM, xt.dtype == tl.float16)
     elif ZMMA:
         tl.static_assert(WFMT == 1 and WT, "ZMMA: int4 weight-only, the weights as operand A")
         lo, hi, zt = int4_base_codes(b, z_cur, ASM, xt.dtype == tl.float16)
@@ -262,7 +250,7 @@ def _group_steps(
     ALIGNED: tl.constexpr = False, TILE_B: tl.constexpr = 64, TILE_R: tl.constexpr = 64,
     KSTEP: tl.constexpr = 0, ZMMA: tl.constexpr = False, NVX: tl.constexpr = False,
     POST: tl.constexpr = False, XMX: tl.constexpr = False, TMA: tl.constexpr = False, trow=0,
-    CHAINS: tl.constexpr = 1,
+    CHAINS: tl.constexpr = 1, WIDE: tl.constexpr = False,
 ):  # fmt: skip
     """The main loop of the grouped formats (int4, W4A8, MX) over K range [k_lo, k_hi):
     (acc, acc_t) plus this range's products. ``wrows``: each row's first code byte plus the
@@ -271,7 +259,11 @@ def _group_steps(
     (:func:`_post_scaled_step`). XMX (MX int8): x holds MX int8 codes, ``xsrows`` each
     row's first block scale byte (:func:`_int8_block_step`). TMA (a probe; int4, TILED):
     ``wrows`` is a tensor descriptor over the tiled codes as rows of TILE_B bytes and
-    ``trow`` the program's first row there (decode_mma's ``TMA``)."""
+    ``trow`` the program's first row there (decode_mma's ``TMA``). WIDE (MX fp4 and fp8,
+    NVFP4; ``wrows`` a step's bytes wide): :func:`_wide_step`."""
+    if WIDE:
+        tl.static_assert(WFMT == 4 or WFMT == 5 or WFMT == 8 or WFMT == 9, "WIDE: MX, NVFP4")
+        tl.static_assert(not POST and GROUPS <= 4 and BLOCK_K == GROUPS * GROUP_SIZE, "WIDE")
     offs_g = tl.arange(0, GROUP_SIZE)
     zop = None
     if IMMA and XZ:  # the zero points' operand: z [ROWS] down each of the group's columns
@@ -294,7 +286,16 @@ def _group_steps(
                 s_ptr, z_ptr, srow, nmask, k0 + kstep, k_hi, stride_sg, WFMT, GROUP_SIZE,
                 GROUPS, ZW, NVX,
             )  # fmt: skip
-        for j in tl.static_range(GROUPS):
+        if WIDE:
+            if not PREF:
+                s0, z0, s1, z1, s2, z2, s3, z3 = _step_params(
+                    s_ptr, z_ptr, srow, nmask, k0, k_hi, stride_sg, WFMT, GROUP_SIZE, GROUPS,
+                    ZW, NVX,
+                )  # fmt: skip
+            acc, acc_t = _wide_step(acc, acc_t, xrows, wrows, nmask, mmask, k0, s0, z0, s1, z1,
+                                    s2, z2, s3, z3, WFMT, GROUP_SIZE, GROUPS, BLOCK_K, BIG, ASM,
+                                    UPCAST, WT, NVX)  # fmt: skip
+        for j in tl.static_range(0 if WIDE else GROUPS):
             kg = k0 + j * GROUP_SIZE
             if not PREF:
                 s_cur, z_cur = _group_params(s_ptr, z_ptr, srow, nmask, kg, k_hi, stride_sg,
@@ -321,7 +322,8 @@ def _group_steps(
                 acc, acc_t = _post_scaled_step(acc, acc_t, xt, b, s_cur, WFMT, ASM, UPCAST, WT)
             elif WFMT == 5 or WFMT == 8:  # MX fp8: a byte a code, the block scale in the values
                 b = tl.load(wrows + kg, mask=nmask[:, None], other=0)
-                w = mxfp8_codes(b, s_cur, BIG, ASM, xt.dtype == tl.float16, WFMT == 8)
+                sbb = tl.broadcast_to(s_cur[:, None], b.shape)
+                w = mxfp8_codes(b, sbb, BIG, ASM, xt.dtype == tl.float16, WFMT == 8)
                 acc, acc_t = _weights_mma(acc, acc_t, w, xt, UPCAST, WT)
             else:
                 kb = kg // 2

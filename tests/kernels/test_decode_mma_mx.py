@@ -40,7 +40,11 @@ XDTS = {"bf16": torch.bfloat16, "fp16": torch.float16}
 BIG = {"one-multiply": False, "big": True}
 HOST = {"host-flag": True, "device-flag": False}
 LAYOUT = {"row-major": False, "group-major": True}
-TILES = {"default": None, "step128": {"STEP_K": 128}, "x-operand-a": {"WT": False, "num_warps": 4}}
+TILES = {
+    "default": None, "step128": {"STEP_K": 128}, "x-operand-a": {"WT": False, "num_warps": 4},
+    "wide": {"WIDE": True}, "wide-step128-x-a": {"WIDE": True, "STEP_K": 128, "WT": False,
+                                                 "num_warps": 4},
+}  # fmt: skip
 
 
 def _flag(scale: torch.Tensor, host: bool = True, wfmt=FP4) -> torch.Tensor:
@@ -122,9 +126,23 @@ def test_one_hot_is_each_emulated_weight_exactly(wfmt, big, group_major, host, x
             assert y[0, 2].isnan() and (xdt != torch.bfloat16 or y[3, 1].item() == float("inf"))
 
 
+@pytest.mark.parametrize("big", [False, True], ids=["one-multiply", "big"])
+@FORMATS
+def test_wide_steps_one_hot_is_each_emulated_weight_exactly(big, wfmt):
+    """WIDE (a step's four blocks decoded at once, each code by its own block's byte, on one
+    MMA over the step): every code under every byte is the emulated path's weight, as the
+    per-block steps' (a block given the wrong byte would read a power of two off)."""
+    n, k = 72, 128 if wfmt is FP4 else 256
+    q, s, want = _weight(n, k, BYTES[wfmt, big], wfmt=wfmt)
+    tile = {"WIDE": True, "STEP_K": 128}
+    for k0, x, y in one_hot_decodes(q, s, _flag(s, True, wfmt), k // 32, wfmt, n, k,
+                                    torch.bfloat16, tile):  # fmt: skip
+        assert same(y, x.float().cpu() @ want.T), k0
+
+
 # every format x activation dtype, each with every tile (steps of four blocks, of two, x as
-# operand A), row count (1 and 5 padded, 16 a full tile) and split, each pair once: 10 of
-# 108 cases (the bit-exact decode of each code is test_one_hot's)
+# operand A, WIDE at two and four blocks), row count (1 and 5 padded, 16 a full tile) and
+# split, each pair once: 17 of 180 cases (the bit-exact decode of each code is test_one_hot's)
 @pytest.mark.parametrize(
     "wfmt,xdt,tile,m,split", pairwise(WFMTS, XDTS, TILES, [1, 5, 16], [1, 3], full=2)
 )
