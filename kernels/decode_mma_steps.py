@@ -263,7 +263,7 @@ def _group_steps(
     NVFP4; ``wrows`` a step's bytes wide): :func:`_wide_step`."""
     if WIDE:
         tl.static_assert(WFMT == 4 or WFMT == 5 or WFMT == 8 or WFMT == 9, "WIDE: MX, NVFP4")
-        tl.static_assert(not POST and GROUPS <= 4 and BLOCK_K == GROUPS * GROUP_SIZE, "WIDE")
+        tl.static_assert(not (POST or TILED) and GROUPS <= 4, "WIDE: scaled row-major codes")
     offs_g = tl.arange(0, GROUP_SIZE)
     zop = None
     if IMMA and XZ:  # the zero points' operand: z [ROWS] down each of the group's columns

@@ -177,16 +177,16 @@ ROWS_TILE = {
     # MX and NVFP4 (session 51): int4's tiles for the nibble formats, e4m3's (weight-only)
     # for the byte ones; 128 rows only for MX fp4, e4m3 and e5m2 (below)
     WeightFormat.MX_FP4: {32: {"ROWS": 32, "per_sm": 4},
-                          64: {"ROWS": 64, "BLOCK_N": 128, "num_warps": 4, "WT": False,
-                               "per_sm": 2},
+                          64: {"ROWS": 64, "BLOCK_N": 128, "STEP_K": 128, "num_warps": 4,
+                               "WT": False, "per_sm": 2, "WIDE": True},
                           128: {"ROWS": 128, "BLOCK_N": 128, "num_warps": 8, "WT": False,
-                                "per_sm": 1}},
+                                "per_sm": 1, "WIDE": True}},
     WeightFormat.NVFP4: {32: {"ROWS": 32, "per_sm": 4},
                          64: {"ROWS": 64, "BLOCK_N": 128, "num_warps": 4, "WT": False,
-                              "per_sm": 2}},
+                              "per_sm": 2, "WIDE": True}},
     WeightFormat.MX_FP8: {32: {"ROWS": 32},
-                          64: {"ROWS": 64, "BLOCK_N": 128, "STEP_K": 64, "num_warps": 4,
-                               "WT": False, "per_sm": 2},
+                          64: {"ROWS": 64, "BLOCK_N": 128, "STEP_K": 128, "num_warps": 4,
+                               "WT": False, "per_sm": 2, "WIDE": True},
                           128: {"ROWS": 128, "BLOCK_N": 256, "STEP_K": 64, "num_warps": 8,
                                 "WT": False, "per_sm": 1}},
     # MX fp6's loop takes the weights as operand A only (WT)
@@ -244,12 +244,26 @@ other kernel here, not yet than bf16 (bench/NOTES.md, session 45).
   73.4 / 71.6 against 90.4 / 80.0 and e4m3 63.4 / 62.3 against 102.0 / 89.3 (kept), NVFP4
   78.0 / 84.5 against 91.0 / 80.7, int8 175 / 174 against 100 / 88, fp6 280 / 302 against
   166 / 147 (dropped: those stop at 64 rows). e5m2 takes e4m3's tiles, not timed.
+- WIDE (session 52; decode_mma_wide.py): at 64 and 128 rows, where x is the MMA's A operand on
+  4-8 warps (wgmma, the weights through shared memory), MX fp4 / fp8 and NVFP4 take a step's
+  groups on one MMA. ``python -m bench.decode_rows --formats mxfp4,nvfp4,mxfp8 --ms
+  1,16,32,64`` (and ``--ms 128``) with ``--extra`` variants WIDE and WIDE with 128-code
+  steps, µs at 8192^2 / 4096 x 14336, H200: M 64 fp4 49.2 / 49.2 -> 41.8 / 41.0 (WIDE, 128),
+  NVFP4 57.1 / 56.8 -> 52.8 / 52.1 (WIDE; its steps hold two groups), e4m3 48.5 / 47.4 ->
+  40.8 / 39.6 (WIDE, 128); M 128 fp4 73.3 / 72.0 -> 63.5 / 60.8 (WIDE). Not e4m3 at 128 rows:
+  63.0 / 61.7 -> 59.2 / 58.5 with 128-code steps, but that tile takes 224 KB of shared
+  memory a loop on sm90, and the kernel compiled for a BIG flag read on the device holds
+  both loops (320 KB: it would not launch); 64-code steps lost (65.6 / 64.7). Not at 32
+  rows and fewer (mma.sync, the weights as A from registers): fp4 M 1 21.8 -> 30.4, M 32
+  32.8 -> 38.3 (NVFP4 at M 1 and 16 gained 0.8-1.2).
 Stream-K (SK) stays with 16 rows, where it was timed. Only sm90 was timed, so only sm90
 (and the interpreter, which tests them) takes them: :func:`max_rows`."""
-# e5m2 shares e4m3's tiles; MX int8 stops at 64 rows with NVFP4 and fp6
+# e5m2 shares e4m3's tiles; MX int8 (each block's scale on its product tile, so not WIDE)
+# stops at 64 rows with NVFP4 and fp6, at e4m3's tiles of session 51
 ROWS_TILE[WeightFormat.MX_FP8_E5M2] = ROWS_TILE[WeightFormat.MX_FP8]
 ROWS_TILE[WeightFormat.MX_INT8] = {
-    r: t for r, t in ROWS_TILE[WeightFormat.MX_FP8].items() if r <= 64
+    32: {"ROWS": 32},
+    64: {"ROWS": 64, "BLOCK_N": 128, "STEP_K": 64, "num_warps": 4, "WT": False, "per_sm": 2},
 }
 
 

@@ -116,6 +116,7 @@ def _rows(
 
     base, tile = TILE[WeightFormat(wfmt)], ROWS_TILE[WeightFormat(wfmt)][rows]
     over = {"BLOCK_N": tile.get("BLOCK_N", base["BLOCK_N"]), "WT": tile.get("WT", base["WT"])}
+    over.update({k: tile[k] for k in ("WIDE",) if k in tile})
     step = tile.get("STEP_K", base["STEP_K"])
     spec = decode_mma(name, wfmt, gs, step, target, rows, tiled=tiled, PDL=target in PDL_TARGETS,
                       **over, **extra)  # fmt: skip

@@ -66,6 +66,10 @@ NO_BLOCK_SCALED = {
 """Why the native MX GEMM (kernels/mx_mm.py) is not native there: an emulated compile (no
 block-scaled instruction) or a failed one is ``xfail`` with this reason."""
 
+MAX_SHARED = {"sm80": 166912, "sm89": 101376, "sm90": 232448, "sm100": 232448}
+"""The most shared memory one program may take on each NVIDIA target (CUDA's occupancy table:
+163, 99, 227 and 227 KB): a kernel compiled past it cannot launch there."""
+
 __all__ = ["Spec", "mx_cast_spec", "specs", "compile_spec", "compile_target", "main"]
 
 
