@@ -176,12 +176,12 @@ ROWS_TILE = {
                             64: {"ROWS": 64, "per_sm": 4}},
     # MX and NVFP4 (session 51): int4's tiles for the nibble formats, e4m3's (weight-only)
     # for the byte ones; 128 rows only for MX fp4, e4m3 and e5m2 (below)
-    WeightFormat.MX_FP4: {32: {"ROWS": 32, "per_sm": 4},
+    WeightFormat.MX_FP4: {32: {"ROWS": 32, "BLOCK_N": 128, "per_sm": 4},
                           64: {"ROWS": 64, "BLOCK_N": 128, "STEP_K": 128, "num_warps": 4,
                                "WT": False, "per_sm": 2, "WIDE": True},
                           128: {"ROWS": 128, "BLOCK_N": 128, "num_warps": 8, "WT": False,
                                 "per_sm": 1, "WIDE": True}},
-    WeightFormat.NVFP4: {32: {"ROWS": 32, "per_sm": 4},
+    WeightFormat.NVFP4: {32: {"ROWS": 32, "per_sm": 8},
                          64: {"ROWS": 64, "BLOCK_N": 128, "num_warps": 4, "WT": False,
                               "per_sm": 2, "WIDE": True}},
     WeightFormat.MX_FP8: {32: {"ROWS": 32},
@@ -255,7 +255,11 @@ other kernel here, not yet than bf16 (bench/NOTES.md, session 45).
   memory a loop on sm90, and the kernel compiled for a BIG flag read on the device holds
   both loops (320 KB: it would not launch); 64-code steps lost (65.6 / 64.7). Not at 32
   rows and fewer (mma.sync, the weights as A from registers): fp4 M 1 21.8 -> 30.4, M 32
-  32.8 -> 38.3 (NVFP4 at M 1 and 16 gained 0.8-1.2).
+  32.8 -> 38.3 (NVFP4 at M 1 and 16 gained 0.8-1.2). At 32 rows (same command, ``--ms
+  32,24``, tile variants): fp4 on 128-column tiles 32.8 / 32.2 -> 28.7 / 27.7 (M 24: 31.9 /
+  31.7 -> 28.6 / 27.5), NVFP4 at 8 an SM 45.5 / 44.9 -> 40.7 / 39.1 (M 24: 44.9 / 44.2 ->
+  40.3 / 38.4); e4m3's tile was the fastest of ten (128-column tiles 38.2 / 36.5, 8 an SM
+  43.7 / 40.5, POST 37.1 / 36.2, 64-code steps 40.2 / 37.9).
 Stream-K (SK) stays with 16 rows, where it was timed. Only sm90 was timed, so only sm90
 (and the interpreter, which tests them) takes them: :func:`max_rows`."""
 # e5m2 shares e4m3's tiles; MX int8 (each block's scale on its product tile, so not WIDE)
