@@ -97,7 +97,8 @@ MX_ROWS_MAX_M = 128
 decode_mma_tiles.ROWS_TILE), where it takes them; the emulated path past it."""
 MX_NARROW_ROWS_MAX_M = 64
 """NVFP4, MX int8 and MX fp6 on sm90: the same, to 64 rows (at 128 the emulated path was
-the faster, bench/NOTES.md session 51)."""
+the faster, bench/NOTES.md session 51; NVFP4 with a step's groups on one MMA too, session
+52)."""
 W4A8_ROWS_MAX_M = 64
 """W4A8 on sm90: the decode kernel up to this many rows, where it takes them."""
 W4A8_WT_ROWS_MAX_M = 128
