@@ -172,13 +172,16 @@ def render(spec: Any, res: dict[str, Any], per_sm: int | None = None) -> str:
 
 
 def _per_sm(spec: Any) -> int | None:
-    """decode_mma's TILE per_sm for a decode_mma spec (what its split aims for)."""
+    """decode_mma's per_sm for a decode_mma spec (what its split aims for): TILE's, or past 16
+    rows ROWS_TILE's for the spec's padding."""
     if spec.fn != "_decode_mma_kernel":
         return None
     from aoq.kernels._common import WeightFormat
-    from aoq.kernels.decode_mma_tiles import TILE
+    from aoq.kernels.decode_mma_tiles import TILE, rows_tile
 
-    return TILE[WeightFormat(spec.constexprs["WFMT"])].get("per_sm")
+    wfmt = WeightFormat(spec.constexprs["WFMT"])
+    tile = {**TILE[wfmt], **rows_tile(wfmt, spec.constexprs.get("ROWS", 16))}
+    return tile.get("per_sm", 4)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

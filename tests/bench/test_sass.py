@@ -68,3 +68,17 @@ def test_a_register_cap_reaches_the_compiler():
     res = sass.look(dataclasses.replace(spec, maxnreg=112), "sm90", n_loops=1)
     assert res["ok"] and res["regs"] <= 112 and res["spills"] == 0
     assert res["fit"]["programs"] == 9
+
+
+def test_a_decode_spec_reports_the_per_sm_of_its_rows_tile():
+    """The split's aim printed beside a decode spec: TILE's up to 16 rows, ROWS_TILE's past
+    them (here MX fp4's 64-row tile: 2 an SM; NVFP4's 32-row tile: 8)."""
+    pytest.importorskip("triton")
+    picked = sass.pick(
+        "sm90", ["int4wo.decode_mma_tiled_m8", "mxwo_fp4.decode_mma_m64", "nvfp4wo.decode_mma_m32"]
+    )
+    assert {s.name: sass._per_sm(s) for s in picked} == {
+        "int4wo.decode_mma_tiled_m8": 6,
+        "mxwo_fp4.decode_mma_m64": 2,
+        "nvfp4wo.decode_mma_m32": 8,
+    }
