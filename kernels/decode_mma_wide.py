@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
-from aoq.kernels._common import mma
+from aoq.kernels._common import block_columns, mma
 from aoq.kernels.bf16_codes import fp4_codes, mxfp8_codes
 from aoq.kernels.nvfp4_codes import nvfp4_codes, nvfp4_exact_codes
 
@@ -27,38 +27,24 @@ def _weights_mma(acc, acc_t, w, xt, UPCAST: tl.constexpr, WT: tl.constexpr):
 
 
 @triton.jit
-def _cols(v0, v1, v2, v3, R: tl.constexpr, C: tl.constexpr, RUN: tl.constexpr,
-          RUNS: tl.constexpr):  # fmt: skip
-    """[R] values of RUNS (1, 2 or 4) consecutive runs of RUN columns each (v0 .. v3, in
-    order) spread over those C columns: [R, C]."""
-    if RUNS == 1:
-        out = tl.broadcast_to(v0[:, None], (R, C))
-    else:
-        c = tl.arange(0, C)[None, :] // RUN
-        out = tl.where(c == 0, v0[:, None], v1[:, None])
-        if RUNS == 4:
-            out = tl.where(c == 2, v2[:, None], out)
-            out = tl.where(c == 3, v3[:, None], out)
-    return out
-
-
-@triton.jit
 def _wide_step(acc, acc_t, xrows, wrows, nmask, mmask, k0, s0, z0, s1, z1, s2, z2, s3, z3,
                WFMT: tl.constexpr, GROUP_SIZE: tl.constexpr, GROUPS: tl.constexpr,
                BLOCK_K: tl.constexpr, BIG: tl.constexpr, ASM: tl.constexpr,
                UPCAST: tl.constexpr, WT: tl.constexpr, NVX: tl.constexpr):  # fmt: skip
     """WIDE (the formats whose scales are in the codes' values: MX fp4 and fp8, NVFP4): the
-    whole step of GROUPS groups decoded at once, each code by its own group's scale
-    (:func:`_cols`), then one MMA over the step's K (two for the nibbles: low with x's even
+    whole step of GROUPS groups decoded at once, each code by its own group's scale (NVFP4:
+    block's step; spread over the step's columns by _common.block_columns, whose join and
+    reshape take the layout of the MMA operand, where a select by column forced the decoded
+    codes through shared memory: NVFP4's 16-row loop 449 -> 325 SASS instructions a 64-code
+    step), then one MMA over the step's K (two for the nibbles: low with x's even
     columns, high with its odd) in place of one or two a group. The same weights as the
     per-group steps; the float32 sums in another order. Where x is the MMA's A operand on 4+
     warps (sm90: wgmma, the weights through shared memory), a group's MMA of K 16 or 32 is
     one round trip of its own: a step of 64-128 codes now takes one or two."""
-    R: tl.constexpr = wrows.shape[0]
     xt = tl.load(xrows + (k0 + tl.arange(0, BLOCK_K))[None, :], mask=mmask[:, None], other=0)
     if WFMT == 5 or WFMT == 8:  # MX fp8: a byte a code
         b = tl.load(wrows + k0, mask=nmask[:, None], other=0)
-        sbb = _cols(s0, s1, s2, s3, R, BLOCK_K, GROUP_SIZE, GROUPS)
+        sbb = block_columns(s0, s1, s2, s3, BLOCK_K, GROUPS)
         w = mxfp8_codes(b, sbb, BIG, ASM, xt.dtype == tl.float16, WFMT == 8)
         acc, acc_t = _weights_mma(acc, acc_t, w, xt, UPCAST, WT)
     else:
@@ -66,13 +52,13 @@ def _wide_step(acc, acc_t, xrows, wrows, nmask, mmask, k0, s0, z0, s1, z1, s2, z
         C: tl.constexpr = BLOCK_K // 2
         if WFMT == 9:  # NVFP4: each group's two blocks of 16 (8 bytes), their float32 steps
             tl.static_assert(GROUPS <= 2, "WIDE NVFP4: at most two groups (four blocks) a step")
-            d = _cols(s0, z0, s1, z1, R, C, 8, 2 * GROUPS)
+            d = block_columns(s0, z0, s1, z1, C, 2 * GROUPS)
             if NVX:
                 lo, hi = nvfp4_exact_codes(b, d, ASM)
             else:
                 lo, hi = nvfp4_codes(b, d, ASM, xt.dtype == tl.float16)
         else:
-            sbb = _cols(s0, s1, s2, s3, R, C, GROUP_SIZE // 2, GROUPS)
+            sbb = block_columns(s0, s1, s2, s3, C, GROUPS)
             lo, hi = fp4_codes(b, sbb, BIG, ASM, xt.dtype == tl.float16)
         if not UPCAST:
             lo, hi = lo.to(xt.dtype), hi.to(xt.dtype)

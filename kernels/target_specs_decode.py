@@ -59,6 +59,7 @@ def decode_mma(
         BIG=2 if mx else 0,  # MX: the flag read on the device, both paths compiled
         ROWS=rows, LOOP_STAGES=tile.get("LOOP_STAGES", 0), ZW=False,
         KINT=tile.get("KINT", False), NVX=tile.get("NVX", False) and not fp16, XMX=xmx,
+        WIDE=tile.get("WIDE", False),
     )  # fmt: skip
     ce.update(over)
     if ce["ZW"]:  # aoq.formats.packing.pack_zero_words: int32 words of four zero points
