@@ -217,7 +217,9 @@ def block_columns(s0, s1, s2, s3, W: tl.constexpr, NB: tl.constexpr):
     (session 31, sm90 TTGIR). Not at NB 2 over W 16: there Triton 3.6 gave rows the next
     row's values on an H100 while the interpreter was right (NVFP4's steps, session 32; MX
     fp6's 64-code steps, the same shape, decoded wrong in session 31). NB 2 over 32 columns
-    and NB 4 over 32 are right on the GPU, bit for bit (tests/kernels/test_decode_mma_fp6.py)."""
+    and NB 4 over 32 are right on the GPU, bit for bit (tests/kernels/test_decode_mma_fp6.py;
+    NB 4 over 32, 64 and 128 in decode_mma's WIDE steps too, test_decode_mma_mx.py and
+    _nvfp4.py on an H200, session 52)."""
     tl.static_assert(not (NB == 2 and W == 16), "block_columns: NB 2 over W 16 miscompiles")
     R: tl.constexpr = s0.shape[0]
     if NB == 1:

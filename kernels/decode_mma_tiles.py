@@ -256,7 +256,13 @@ other kernel here, not yet than bf16 (bench/NOTES.md, session 45).
   memory a loop on sm90, and the kernel compiled for a BIG flag read on the device holds
   both loops (320 KB: it would not launch); 64-code steps lost (65.6 / 64.7). Not at 32
   rows and fewer (mma.sync, the weights as A from registers): fp4 M 1 21.8 -> 30.4, M 32
-  32.8 -> 38.3 (NVFP4 at M 1 and 16 gained 0.8-1.2). At 32 rows (same command, ``--ms
+  32.8 -> 38.3 (NVFP4 at M 1 and 16 gained 0.8-1.2). Those timings spread the scales over
+  the step's columns by a select a column; by _common.block_columns instead (its join and
+  reshape take the MMA operand's layout; the select sent NVFP4's decoded codes through
+  shared memory), same command, one later call: M 64 fp4 37.4 / 37.1, e4m3 37.4 / 36.6,
+  NVFP4 50.9 / 49.9; and NVFP4's decode tile takes WIDE: M 1 31.3 / 30.0 -> 24.8 / 23.9,
+  M 16 34.1 / 32.8 -> 27.3 / 26.7 (not its 32-row tile, slower there with the select; not
+  retimed). At 32 rows (same command, ``--ms
   32,24``, tile variants): fp4 on 128-column tiles 32.8 / 32.2 -> 28.7 / 27.7 (M 24: 31.9 /
   31.7 -> 28.6 / 27.5), NVFP4 at 8 an SM 45.5 / 44.9 -> 40.7 / 39.1 (M 24: 44.9 / 44.2 ->
   40.3 / 38.4); e4m3's tile was the fastest of ten (128-column tiles 38.2 / 36.5, 8 an SM
