@@ -81,6 +81,23 @@ def test_matches_emulated_matmul(m, split, xdt):
     assert max_rel_error(want, y.float().cpu()) < 4e-3
 
 
+@pytest.mark.parametrize("k", [96, 160])
+def test_one_group_steps_decode_where_the_step_takes_one_group(k):
+    """K an odd multiple of 32: each step holds one group (two blocks), which the tile's WIDE
+    steps do not take (block_columns' two blocks over 16 columns miscompiled on sm90): the
+    per-group steps serve it, the emulated product (it failed to compile before)."""
+    g = torch.Generator().manual_seed(k)
+    codes, scale, ts = nvfp4_quantize(torch.randn(72, k, generator=g) * 0.02)
+    w = nvfp4_dequantize(codes, scale, ts, 16, torch.bfloat16).float()
+    x = torch.randn(3, k, generator=g).to(torch.bfloat16)
+    gm = scale.view(torch.uint8).t().contiguous().t().to(DEV)
+    y = torch.empty(3, 72, dtype=out_dtype(torch.bfloat16), device=DEV)
+    assert dm.TILE[NV]["WIDE"] and dm.serves(x.to(DEV), pack_uint4(codes).to(DEV), k // 16, NV,
+                                             gm, ts.to(DEV))  # fmt: skip
+    dm.decode_mma(x.to(DEV), pack_uint4(codes).to(DEV), gm, ts.to(DEV), None, y, k // 16, NV, None)
+    assert max_rel_error(x.float() @ w.T, y.float().cpu()) < 4e-3
+
+
 def test_quantized_weight_through_mx_decode_at_the_planned_split():
     """The linear path's call: mx_decode_triton routes group-major e4m3 bytes here; a
     quantized 256 x 256 weight, x one row, the split the planner picks. (It decoded to
