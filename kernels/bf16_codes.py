@@ -299,9 +299,10 @@ def byte_codes(q, WFMT: tl.constexpr, ASM: tl.constexpr):
 
 @triton.jit
 def fp4_codes(b, sbb, BIG: tl.constexpr, ASM: tl.constexpr, F16: tl.constexpr = False):
-    """uint8 [R, C] bytes of MX fp4 codes, int32 [R, C] E8M0 bytes of each byte's block (one
-    for every four bytes of a row from the fourth on; BIG: some block of the weight has a byte
-    above 128) -> (low nibbles, high nibbles) times 2**(b - 127) as [R, C] tensors: bf16
+    """uint8 [R, C] bytes of MX fp4 codes, int32 [R, C] E8M0 bytes of each byte's block (the
+    assembly reads the first of the four bytes it takes: those must share a block, as four
+    bytes of a row from a multiple of four do; BIG: some block of the weight has a byte above
+    128) -> (low nibbles, high nibbles) times 2**(b - 127) as [R, C] tensors: bf16
     (F16: fp16) from the assembly; float32 under the interpreter (the reference's values,
     exact; F16: rounded to fp16 as the reference's cast)."""
     if ASM and F16:
@@ -329,10 +330,10 @@ def fp4_codes(b, sbb, BIG: tl.constexpr, ASM: tl.constexpr, F16: tl.constexpr = 
 def mxfp8_codes(q, sbb, BIG: tl.constexpr, ASM: tl.constexpr, F16: tl.constexpr = False,
                 E5M2: tl.constexpr = False):  # fmt: skip
     """uint8 [R, C] MX fp8 e4m3 (E5M2: e5m2) codes, int32 [R, C] E8M0 bytes of each code's
-    block (one for every four codes of a row from the fourth on; BIG: some byte of the weight
-    is above 134; e5m2: 142) -> their values times 2**(b - 127): bf16 (F16: fp16) from the
-    assembly; float32 under the interpreter (the reference's values, exact; rounded to fp16
-    under F16)."""
+    block (the assembly reads the first of the four codes it takes: those must share a block;
+    BIG: some byte of the weight is above 134; e5m2: 142) -> their values times 2**(b - 127):
+    bf16 (F16: fp16) from the assembly; float32 under the interpreter (the reference's values,
+    exact; rounded to fp16 under F16)."""
     if ASM:
         w = tl.inline_asm_elementwise(
             _mxfp8_pick(BIG, F16, E5M2), "=r,=r,r,r,r,r,r", [q, sbb],
