@@ -32,10 +32,10 @@ CASES = [
 ]  # fmt: skip
 
 
-def _case(elem: str, m: int, xdt: torch.dtype = torch.bfloat16) -> tuple:
-    """mx_decode_triton's arguments for a quantized random weight [130, 512] (unaligned N, a
+def _case(elem: str, m: int, xdt: torch.dtype = torch.bfloat16, k: int = 512) -> tuple:
+    """mx_decode_triton's arguments for a quantized random weight [130, k] (unaligned N, a
     bias) and m rows of x, with its group-major bytes, and the emulated product."""
-    n, k = 130, 512
+    n = 130
     if elem == "nvfp4":
         g = torch.Generator().manual_seed(m)
         codes, scale, ts = nvfp4_quantize(torch.randn(n, k, generator=g) * 0.02)
@@ -68,6 +68,19 @@ def test_rows_past_sixteen_match_the_emulated_product(elem, m, split):
     assert mx_decode.mma_rows(args[0], args[1], args[2], zero, args[5], wfmt) == m
     y = mx_decode.mx_decode_triton(*args, split, **kw)
     assert y.shape == (m, 130) and y.dtype == torch.bfloat16
+    assert max_rel_error(want, y.float().cpu()) < 4e-3
+
+
+@pytest.mark.parametrize("k", [96, 192])
+@pytest.mark.parametrize("elem,m", [("fp4_e2m1", 1), ("fp4_e2m1", 40), ("fp4_e2m1", 100),
+                                    ("nvfp4", 1), ("nvfp4", 40), ("fp8_e4m3", 40),
+                                    ("fp8_e5m2", 100)])  # fmt: skip
+def test_steps_narrower_than_the_tiles_match_the_emulated_product(elem, m, k):
+    """K that the tiles' 64- or 128-code steps do not divide (96: one group a step; 192: two
+    where the tile asks four): every WIDE step width, and NVFP4's one-group steps, which keep
+    the per-group loop (decode_mma_wide: block_columns refuses two blocks over 16 columns)."""
+    args, kw, want = _case(elem, m, k=k)
+    y = mx_decode.mx_decode_triton(*args, None, **kw)
     assert max_rel_error(want, y.float().cpu()) < 4e-3
 
 
