@@ -98,6 +98,27 @@ fma.rn.bf16x2 $1, m1, one, c1;
 }""")
 """Four int8 codes ($2) -> four bf16 (two words, the first code in the low half)."""
 
+_MXINT8_ASM = tl.constexpr("""{
+.reg .b32 h0, h1, m0, m1, c0, c1, one, nz;
+mov.b32 one, 0x3F803F80;
+mov.b32 nz, 0x80008000;
+prmt.b32 h0, $2, 0, 0x4140;
+prmt.b32 h1, $2, 0, 0x4342;
+lop3.b32 m0, h0, 0x007F007F, 0x43004300, 0xea;
+lop3.b32 m1, h1, 0x007F007F, 0x43004300, 0xea;
+lop3.b32 c0, h0, 0x00800080, 0xC300C300, 0xea;
+lop3.b32 c1, h1, 0x00800080, 0xC300C300, 0xea;
+fma.rn.bf16x2 m0, m0, one, c0;
+fma.rn.bf16x2 m1, m1, one, c1;
+fma.rn.bf16x2 $0, m0, $3, nz;
+fma.rn.bf16x2 $1, m1, $4, nz;
+}""")
+"""Four MX int8 codes ($2) -> four bf16 (two words) times their own steps ($3: codes 0 and 1,
+$4: 2 and 3; bf16 2**(b - 133)): _INT8_ASM's exact q, then one ``fma.rn.bf16x2`` by the step
+and -0.0, exact (q has at most 7 significant bits; the step is a bf16 power of two, subnormal
+below b = 7, so q * 2**(b - 133) is a bf16 value, down to 2**-133; 2**128 and past it round
+to inf as the reference's float32 does; a NaN step gives NaN)."""
+
 _NIBBLE_BYTES_ASM = tl.constexpr("""{
 .reg .b32 t;
 shl.b32 t, $2, 4;
@@ -294,6 +315,31 @@ def byte_codes(q, WFMT: tl.constexpr, ASM: tl.constexpr):
         w = q.to(tl.float8e4nv, bitcast=True).to(tl.float32)
     else:
         w = q.to(tl.float32)
+    return w
+
+
+@triton.jit
+def int8_steps(sb):
+    """int32 [R] E8M0 bytes of MX int8 blocks -> their steps 2**(b - 133) (the code's 2**-6
+    folded in) as bf16: the exponent field b - 6 from b = 7, the subnormal 2**b * 2**-133
+    below it, NaN for 255."""
+    bits = tl.where(sb >= 7, (sb - 6) << 7, 1 << tl.minimum(sb, 6))
+    bits = tl.where(sb == 255, 0x7FC0, bits)
+    return bits.to(tl.int16).to(tl.bfloat16, bitcast=True)
+
+
+@triton.jit
+def mxint8_codes(q, p, ASM: tl.constexpr):
+    """uint8 [R, C] MX int8 codes (two's complement bytes) and each code's step: bf16
+    2**(b - 133) from :func:`int8_steps` (ASM), or the E8M0 byte as int32 (the interpreter)
+    -> q * 2**(b - 133), exact: bf16 from the assembly, float32 under the interpreter."""
+    if ASM:
+        w = tl.inline_asm_elementwise(
+            _MXINT8_ASM, "=r,=r,r,r,r", [q, p], dtype=tl.bfloat16, is_pure=True, pack=4
+        )
+    else:
+        v = q.to(tl.int8, bitcast=True).to(tl.float32)
+        w = v * (e8m0_value(p) * 0.015625)  # (powers of two: exact, down to 2**-133)
     return w
 
 

@@ -76,6 +76,7 @@ from aoq.kernels.decode_mma_tiles import (  # noqa: F401 (re-exported)
     max_rows,
     rows_tile,
 )
+from aoq.kernels.decode_mma_wide import wide_serves
 from triton.language.extra.cuda import gdc_wait
 from triton.tools.tensor_descriptor import TensorDescriptor
 
@@ -344,9 +345,7 @@ def decode_mma(
         gs = 32
     bk = splitk.k_step(k, FP6_STEP if wfmt in FP6_FORMATS else gs, want)
     cfg["PREF"] = cfg.get("PREF", False) and bk // gs in (1, 2, 4)
-    # WIDE NVFP4 spreads a step's blocks over its columns by block_columns: four over 32, not
-    # a one-group step's two over 16 (K an odd multiple of 32), which miscompiled on sm90
-    cfg["WIDE"] = cfg.get("WIDE", False) and (wfmt is not WeightFormat.NVFP4 or bk // gs == 2)
+    cfg["WIDE"] = cfg.get("WIDE", False) and wide_serves(wfmt, bk // gs, x.dtype)
     n_prog = triton.cdiv(n, bn)
     w_arg = _tma_codes(qdata, cfg, wfmt, tiled, bn, gs, backend)
     # stream-K (decode_mma_sk.py): int4, a split not forced, the codes not a descriptor

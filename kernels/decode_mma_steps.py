@@ -262,8 +262,8 @@ def _group_steps(
     ``trow`` the program's first row there (decode_mma's ``TMA``). WIDE (MX fp4 and fp8,
     NVFP4; ``wrows`` a step's bytes wide): :func:`_wide_step`."""
     if WIDE:
-        tl.static_assert(WFMT == 4 or WFMT == 5 or WFMT == 8 or WFMT == 9, "WIDE: MX, NVFP4")
-        tl.static_assert(not (POST or TILED) and GROUPS <= 4, "WIDE: scaled row-major codes")
+        tl.static_assert(WFMT >= 4 and WFMT != 6 and WFMT != 7, "WIDE: MX (not fp6), NVFP4")
+        tl.static_assert(not (POST or TILED or XMX) and GROUPS <= 4, "WIDE: row-major codes")
     offs_g = tl.arange(0, GROUP_SIZE)
     zop = None
     if IMMA and XZ:  # the zero points' operand: z [ROWS] down each of the group's columns

@@ -5,11 +5,23 @@ from decode_mma_steps.py to keep each file readable."""
 
 from __future__ import annotations
 
+import torch
 import triton
 import triton.language as tl
-from aoq.kernels._common import block_columns, mma
-from aoq.kernels.bf16_codes import fp4_codes, mxfp8_codes
+from aoq.kernels._common import WeightFormat, block_columns, mma
+from aoq.kernels.bf16_codes import fp4_codes, int8_steps, mxfp8_codes, mxint8_codes
 from aoq.kernels.nvfp4_codes import nvfp4_codes, nvfp4_exact_codes
+
+
+def wide_serves(wfmt: WeightFormat, groups: int, x_dtype: torch.dtype) -> bool:
+    """Whether a step of ``groups`` groups of ``wfmt`` can be WIDE: not NVFP4's one-group steps
+    (block_columns' two blocks over 16 columns miscompiled on sm90), and MX int8 with bf16 x
+    only (its steps are bf16 values; fp16 and its int8 codes keep the per-group loop)."""
+    if wfmt is WeightFormat.NVFP4:
+        return groups == 2
+    if wfmt is WeightFormat.MX_INT8:
+        return x_dtype == torch.bfloat16
+    return True
 
 
 @triton.jit
@@ -31,7 +43,8 @@ def _wide_step(acc, acc_t, xrows, wrows, nmask, mmask, k0, s0, z0, s1, z1, s2, z
                WFMT: tl.constexpr, GROUP_SIZE: tl.constexpr, GROUPS: tl.constexpr,
                BLOCK_K: tl.constexpr, BIG: tl.constexpr, ASM: tl.constexpr,
                UPCAST: tl.constexpr, WT: tl.constexpr, NVX: tl.constexpr):  # fmt: skip
-    """WIDE (the formats whose scales are in the codes' values: MX fp4 and fp8, NVFP4): the
+    """WIDE (the formats whose scales can ride the codes' values: MX fp4 and fp8, NVFP4; MX
+    int8 with bf16 x, a probe, each code times its block's bf16 step 2**(b - 133)): the
     whole step of GROUPS groups decoded at once, each code by its own group's scale (NVFP4:
     block's step; spread over the step's columns by _common.block_columns, whose join and
     reshape take the layout of the MMA operand, where a select by column forced the decoded
@@ -42,10 +55,17 @@ def _wide_step(acc, acc_t, xrows, wrows, nmask, mmask, k0, s0, z0, s1, z1, s2, z
     warps (sm90: wgmma, the weights through shared memory), a group's MMA of K 16 or 32 is
     one round trip of its own: a step of 64-128 codes now takes one or two."""
     xt = tl.load(xrows + (k0 + tl.arange(0, BLOCK_K))[None, :], mask=mmask[:, None], other=0)
-    if WFMT == 5 or WFMT == 8:  # MX fp8: a byte a code
+    if WFMT == 5 or WFMT == 8 or WFMT == 10:  # MX fp8 and int8: a byte a code
         b = tl.load(wrows + k0, mask=nmask[:, None], other=0)
-        sbb = block_columns(s0, s1, s2, s3, BLOCK_K, GROUPS)
-        w = mxfp8_codes(b, sbb, BIG, ASM, xt.dtype == tl.float16, WFMT == 8)
+        if WFMT == 10 and ASM:  # (a probe) int8: each block's bf16 step, built a row at a time
+            p = block_columns(int8_steps(s0), int8_steps(s1), int8_steps(s2), int8_steps(s3),
+                              BLOCK_K, GROUPS)  # fmt: skip
+            w = mxint8_codes(b, p, ASM)
+        elif WFMT == 10:
+            w = mxint8_codes(b, block_columns(s0, s1, s2, s3, BLOCK_K, GROUPS), ASM)
+        else:
+            sbb = block_columns(s0, s1, s2, s3, BLOCK_K, GROUPS)
+            w = mxfp8_codes(b, sbb, BIG, ASM, xt.dtype == tl.float16, WFMT == 8)
         acc, acc_t = _weights_mma(acc, acc_t, w, xt, UPCAST, WT)
     else:
         b = tl.load(wrows + k0 // 2, mask=nmask[:, None], other=0)

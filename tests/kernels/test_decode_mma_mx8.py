@@ -9,10 +9,13 @@ import functools
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 from _mx_cases import DEV, GPU, NEEDS_KERNELS, OUT, one_hot_decodes, out_dtype, random_decode
 from _pairwise import pairwise
 from aoq.kernels import decode_mma as dm
 from aoq.kernels._common import WeightFormat
+from aoq.kernels.bf16_codes import int8_steps
 
 from aoq.formats.mx import MXElem, mx_dequantize, pack_mx_codes
 from aoq.tensors.mx import BIG_LIMIT, big_scale_flag
@@ -23,8 +26,16 @@ INT8 = WeightFormat.MX_INT8
 FP8 = WeightFormat.MX_FP8
 TILE = {INT8: None, FP8: {"POST": True}}
 """Each format's tile: MX int8 takes the post-MMA scale always, MX fp8 under POST."""
-CASES = pytest.mark.parametrize("wfmt,tile", list(TILE.items()), ids=["int8", "fp8-post"])
-OVERS = {"default": {}, "step64": {"STEP_K": 64}, "x-operand-a": {"WT": False, "num_warps": 4}}
+WIDE = {"WIDE": True, "STEP_K": 128}
+"""MX int8's WIDE steps (a probe; decode_mma_wide.py): with bf16 x each code times its block's
+bf16 step 2**(b - 133), four blocks on one MMA; fp16 x keeps the post-MMA scale."""
+CASES = pytest.mark.parametrize(
+    "wfmt,tile", [*TILE.items(), (INT8, WIDE)], ids=["int8", "fp8-post", "int8-wide"]
+)
+OVERS = {
+    "default": {}, "step64": {"STEP_K": 64}, "x-operand-a": {"WT": False, "num_warps": 4},
+    "wide-x-operand-a": {"WIDE": True, "WT": False, "num_warps": 4},
+}  # fmt: skip
 XDTS = {"bf16": torch.bfloat16, "fp16": torch.float16}
 ELEMS = {INT8: MXElem.INT8, FP8: MXElem.FP8_E4M3}
 BYTES = [0, 1, 2, 7, 60, 100, 127, 134, 135, 200, 246, 254]
@@ -90,16 +101,18 @@ def test_one_hot_is_each_weight_rounded_once(wfmt, tile, xdt):
 
 
 # each format x activation dtype, each with every tile (steps of four blocks, of two, x as
-# operand A), row count (1 and 5 padded to 8, 16) and split, each pair once: 11 of 36 cases
+# operand A, WIDE with x as operand A), row count (1 and 5 padded to 8, 16) and split, each
+# pair once: 15 of 96 cases
 @pytest.mark.parametrize(
     "wfmt,xdt,over,m,split",
     pairwise({"int8": INT8, "fp8-post": FP8}, XDTS, OVERS, [1, 5, 16], [1, 3], full=2),
 )
 def test_matches_emulated_matmul(m, split, over, wfmt, xdt):
     """Random activations and a quantized random weight (unaligned N, a bias, K split in
-    ranges; steps of two and four blocks; either MMA orientation): the emulated path's
-    float32-accumulated product, up to summation order and one rounding to x's dtype."""
-    tile = TILE[wfmt]
+    ranges; steps of two and four blocks; either MMA orientation; MX int8's WIDE steps): the
+    emulated path's float32-accumulated product, up to summation order and one rounding to
+    x's dtype."""
+    tile = None if "WIDE" in over else TILE[wfmt]  # (WIDE: e4m3's scaled codes, not POST)
     flag_of = functools.partial(_flag, wfmt)
     want, y = random_decode(ELEMS[wfmt], wfmt, flag_of, m, split, xdt, {**(tile or {}), **over})
     assert max_rel_error(want, y) < 4e-3
@@ -124,6 +137,8 @@ def test_eight_rows_are_sixteen_rows_bit_for_bit(m, wfmt, tile):
     n, k = 72, 256
     q, s, _ = _weight(wfmt, n, k)
     s[1, 0] = 127  # (no inf weight: its sums would follow the order)
+    if tile is WIDE:  # (nor sums past float32 within a block: WIDE sums scaled weights)
+        s[(s > 200) & (s != 255)] = 200
     sg = s.t().contiguous().t()
     x = torch.randn(m, k, generator=torch.Generator().manual_seed(m)).to(torch.bfloat16)
     ys = []
@@ -153,3 +168,22 @@ def test_larger_blocks(bs, wfmt, tile):
     dm.decode_mma(x.to(DEV), q, s.t().contiguous().t(), _flag(wfmt, s), None, y, k // bs, wfmt,
                   3, tile=tile)  # fmt: skip
     assert max_rel_error(x.float() @ w.T, y.float().cpu()) < 4e-3
+
+
+@triton.jit
+def _steps(b_ptr, y_ptr):
+    offs = tl.arange(0, 256)
+    tl.store(y_ptr + offs, int8_steps(tl.load(b_ptr + offs)).to(tl.int16, bitcast=True))
+
+
+def test_int8_steps_are_each_bytes_power_of_two_in_bf16():
+    """bf16_codes.int8_steps (WIDE's MX int8 steps, built a row at a time on NVIDIA): byte b ->
+    2**(b - 133) as bf16 bits, subnormal below b = 7 (2**-133 at b = 0), NaN for 255."""
+    b = torch.arange(256, dtype=torch.int32, device=DEV)
+    y = torch.empty(256, dtype=torch.int16, device=DEV)
+    _steps[(1,)](b, y)  # (the bits: the interpreter's bf16 -> float32 flushes subnormals)
+    want = torch.exp2(torch.arange(256, dtype=torch.float64) - 133).to(torch.bfloat16)
+    assert torch.equal(y.cpu()[:255], want.view(torch.int16)[:255])
+    assert y[255].item() == 0x7FC0  # NaN
+    got = y.cpu().view(torch.bfloat16).double()
+    assert got[0].item() == 2.0**-133 and got[6].item() == 2.0**-127 and got[254] == 2.0**121
