@@ -84,7 +84,7 @@ _INT4_F16_ASM = tl.constexpr(_INT4_PAIRS.format(one="0x3C003C00", magic="0x64006
 """The same for fp16 x: each nibble ORed into the mantissa of fp16 1024.0 (0x6400: 1024 + q,
 exact, as any integer below 2048), $5 -(1024 + z) in both halves."""
 
-_INT8_ASM = tl.constexpr("""{
+_INT8_PAIRS = """
 .reg .b32 h0, h1, m0, m1, c0, c1, one;
 mov.b32 one, 0x3F803F80;
 prmt.b32 h0, $2, 0, 0x4140;
@@ -93,26 +93,17 @@ lop3.b32 m0, h0, 0x007F007F, 0x43004300, 0xea;
 lop3.b32 m1, h1, 0x007F007F, 0x43004300, 0xea;
 lop3.b32 c0, h0, 0x00800080, 0xC300C300, 0xea;
 lop3.b32 c1, h1, 0x00800080, 0xC300C300, 0xea;
-fma.rn.bf16x2 $0, m0, one, c0;
-fma.rn.bf16x2 $1, m1, one, c1;
-}""")
+fma.rn.bf16x2 {o0}, m0, one, c0;
+fma.rn.bf16x2 {o1}, m1, one, c1;
+"""
+_INT8_ASM = tl.constexpr("{" + _INT8_PAIRS.format(o0="$0", o1="$1") + "}")
 """Four int8 codes ($2) -> four bf16 (two words, the first code in the low half)."""
 
-_MXINT8_ASM = tl.constexpr("""{
-.reg .b32 h0, h1, m0, m1, c0, c1, one, nz;
-mov.b32 one, 0x3F803F80;
-mov.b32 nz, 0x80008000;
-prmt.b32 h0, $2, 0, 0x4140;
-prmt.b32 h1, $2, 0, 0x4342;
-lop3.b32 m0, h0, 0x007F007F, 0x43004300, 0xea;
-lop3.b32 m1, h1, 0x007F007F, 0x43004300, 0xea;
-lop3.b32 c0, h0, 0x00800080, 0xC300C300, 0xea;
-lop3.b32 c1, h1, 0x00800080, 0xC300C300, 0xea;
-fma.rn.bf16x2 m0, m0, one, c0;
-fma.rn.bf16x2 m1, m1, one, c1;
-fma.rn.bf16x2 $0, m0, $3, nz;
-fma.rn.bf16x2 $1, m1, $4, nz;
-}""")
+_MXINT8_ASM = tl.constexpr(
+    "{\n.reg .b32 nz;\nmov.b32 nz, 0x80008000;"
+    + _INT8_PAIRS.format(o0="m0", o1="m1")
+    + "fma.rn.bf16x2 $0, m0, $3, nz;\nfma.rn.bf16x2 $1, m1, $4, nz;\n}"
+)
 """Four MX int8 codes ($2) -> four bf16 (two words) times their own steps ($3: codes 0 and 1,
 $4: 2 and 3; bf16 2**(b - 133)): _INT8_ASM's exact q, then one ``fma.rn.bf16x2`` by the step
 and -0.0, exact (q has at most 7 significant bits; the step is a bf16 power of two, subnormal

@@ -236,8 +236,18 @@ def decode_mma_specs(target: str) -> list[Spec]:
             ]  # fmt: skip
             # ...MX int8's WIDE steps (a probe, off: each code times its block's bf16 step)
             + [decode_mma("mx_int8.decode_mma_wide", 10, 32, 128, target, WIDE=True)]
-            + [_rows("mx_int8.decode_mma_wide_m64", 10, 32, target, 64, WIDE=True, BLOCK_K=128,
-                     GROUPS=4)]  # fmt: skip
+            + [
+                _rows(
+                    "mx_int8.decode_mma_wide_m64",
+                    10,
+                    32,
+                    target,
+                    64,
+                    WIDE=True,
+                    BLOCK_K=128,
+                    GROUPS=4,
+                )
+            ]  # fmt: skip
             # ...and W4A8's (the integer MMA; x symmetric and with zero points)
             + [
                 _rows(
