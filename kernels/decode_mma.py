@@ -317,9 +317,9 @@ def decode_mma(
     asm = cfg.pop("ASM", _asm(x, wfmt, backend))  # (a tile key for probes)
     rows8 = cfg.pop("rows8", False) and m <= 8 and backend is not Backend.ROCM
     cfg.setdefault("ROWS", 8 if rows8 else 16)
-    stages8 = cfg.pop("stages8", None)  # the pipeline's depth with x padded to 8 rows
-    if stages8 is not None and cfg["ROWS"] == 8:
-        cfg["num_stages"] = stages8
+    at8 = cfg.pop("at8", {})  # TILE's keys where x pads to 8 rows (a probe's tile wins)
+    if cfg["ROWS"] == 8:
+        cfg.update({key: v for key, v in at8.items() if key not in (tile or {})})
     if x_block_scale is not None and cfg["ROWS"] == 8 and "num_stages" not in (tile or {}):
         cfg["num_stages"] = XMX_STAGES8
     if cfg["ROWS"] not in (8, 16, 32, 64, 128, 256) or m > cfg["ROWS"]:
@@ -345,7 +345,8 @@ def decode_mma(
         gs = 32
     bk = splitk.k_step(k, FP6_STEP if wfmt in FP6_FORMATS else gs, want)
     cfg["PREF"] = cfg.get("PREF", False) and bk // gs in (1, 2, 4)
-    cfg["WIDE"] = cfg.get("WIDE", False) and wide_serves(wfmt, bk // gs, x.dtype)
+    wide = wide_serves(wfmt, bk // gs, x.dtype, tiled, cfg["POST"])
+    cfg["WIDE"] = cfg.get("WIDE", False) and wide
     n_prog = triton.cdiv(n, bn)
     w_arg = _tma_codes(qdata, cfg, wfmt, tiled, bn, gs, backend)
     # stream-K (decode_mma_sk.py): int4, a split not forced, the codes not a descriptor

@@ -16,20 +16,21 @@ TILE = {
     WeightFormat.INT4_SYM: {"BLOCK_N": 64, "STEP_K": 64, "num_warps": 2, "num_stages": 3,
                             "per_sm": 10, "WT": True, "PREF": True, "rows8": True, "IMMA": True},
     WeightFormat.MX_FP4: {"BLOCK_N": 64, "STEP_K": 64, "num_warps": 2, "num_stages": 3,
-                          "per_sm": 10, "WT": True, "PREF": True, "rows8": True},
+                          "per_sm": 10, "WT": True, "PREF": True, "rows8": True,
+                          "at8": {"WIDE": True}},
     WeightFormat.NVFP4: {"BLOCK_N": 64, "STEP_K": 64, "num_warps": 2, "num_stages": 3,
                           "per_sm": 10, "WT": True, "PREF": True, "rows8": True, "NVX": True,
                           "WIDE": True},
     WeightFormat.MX_FP8: {"BLOCK_N": 64, "STEP_K": 128, "num_warps": 2, "num_stages": 3,
-                          "per_sm": 4, "WT": True, "PREF": True},
+                          "per_sm": 4, "WT": True, "PREF": True, "WIDE": True},
     WeightFormat.MX_FP8_E5M2: {"BLOCK_N": 64, "STEP_K": 128, "num_warps": 2, "num_stages": 3,
-                          "per_sm": 4, "WT": True, "PREF": True},
+                          "per_sm": 4, "WT": True, "PREF": True, "WIDE": True},
     WeightFormat.MX_INT8: {"BLOCK_N": 64, "STEP_K": 128, "num_warps": 2, "num_stages": 3,
-                           "per_sm": 4, "WT": True, "PREF": True, "rows8": True},
+                           "per_sm": 4, "WT": True, "PREF": True, "rows8": True, "WIDE": True},
     WeightFormat.MX_FP6_E3M2: {"BLOCK_N": 64, "STEP_K": 128, "num_warps": 2, "num_stages": 3,
-                               "per_sm": 8, "WT": True, "rows8": True, "stages8": 2},
+                               "per_sm": 8, "WT": True, "rows8": True, "at8": {"num_stages": 2}},
     WeightFormat.MX_FP6_E2M3: {"BLOCK_N": 64, "STEP_K": 128, "num_warps": 2, "num_stages": 3,
-                               "per_sm": 8, "WT": True, "rows8": True, "stages8": 2},
+                               "per_sm": 8, "WT": True, "rows8": True, "at8": {"num_stages": 2}},
     WeightFormat.INT8: {"BLOCK_N": 32, "STEP_K": 256, "num_warps": 2, "num_stages": 3,
                         "per_sm": 4, "WT": True, "rows8": True},
     WeightFormat.FP8: {"BLOCK_N": 32, "STEP_K": 256, "num_warps": 2, "num_stages": 4,
@@ -75,7 +76,7 @@ split up to one full wave, not only powers of two), orientation (WT), scale pref
   (a plain read of the int8 bytes: 24.5 / 22.0 / 22.3).
 - MX_FP6 (decode_mma_fp6.py; H100, session 31, M 1 / M 16 graph replays): 30.6 / 28.4 /
   28.4 us and 36.7 / 33.2 / 33.4 at this tile; 2 stages 28.8 / 25.7 / 25.5 at M 1 but 39.5 /
-  36.6 / 35.6 at M 16 (hence ``stages8``: the depth where x pads to 8 rows), 4 stages 40-54,
+  36.6 / 35.6 at M 16 (hence ``at8``'s depth: TILE's keys where x pads to 8 rows), 4 stages 40-54,
   BLOCK_N 32 27-30 at M 1 and 44-48 at M 16, BLOCK_N 128 30-42, 6 or 12 an SM within 2 us
   either way. The bare read of the codes: 20.1 / 17.2 / 17.3 us.
 - NVFP4 ``NVX`` (bf16 x; nvfp4_codes.nvfp4_exact_codes): each code times its block's e4m3
@@ -111,7 +112,17 @@ split up to one full wave, not only powers of two), orientation (WT), scale pref
   24.5 / 25.4, fp8 28.8 / 26.8 / 26.8 -> 28.9 / 26.0 / 26.2, W4A8 24.9 / 23.4 / 22.7 ->
   24.0 / 22.1 / 21.9, MX fp4 24.5 / 22.2 / 22.6 -> 23.0 / 20.8 / 21.5; MX fp8 36.2 / 33.1 /
   32.5 -> 38.2 / 33.2 / 32.9 (slower: stays at 16). per_sm 8 with 8 rows (int4 fits eight
-  programs an SM): 20.7 / 18.2 / 18.8, no better overall."""
+  programs an SM): 20.7 / 18.2 / 18.8, no better overall.
+- WIDE (decode_mma_wide.py: a step's blocks decoded at once, each code by its own block's
+  scale, one MMA over the step; session 53, the scales spread by _common.block_columns): MX
+  e4m3 (and e5m2, the same step) and MX int8 (bf16 x: each code times its block's bf16 step)
+  at 16 rows, MX fp4 at 8 only (``at8``). H200 graph replays, ``python -m bench.decode_rows
+  --formats mxfp4,mxfp8,mxint8 --ms 1,16 --shapes 8192x8192,4096x14336 --no-defaults
+  --extra '{..: [{"WIDE": true}]}'``, µs at 8192^2 / 4096 x 14336, TILE -> WIDE: e4m3 M 1
+  29.3 / 28.5 -> 24.8 / 23.5, M 16 31.3 / 30.7 -> 26.0 / 24.9 (64-code steps 31.5 / 28.6);
+  int8 M 1 29.4 / 28.2 -> 24.5 / 23.6, M 16 32.0 / 31.6 -> 27.5 / 26.7; fp4 M 1 21.9 / 20.0
+  -> 19.9 / 19.0 (8 an SM the same), M 16 23.4 / 22.2 -> 23.8 / 23.0 (so not at 16 rows).
+  Session 52's select a column had lost at these rows (fp4 M 1 21.8 -> 30.4)."""
 
 
 TILED_TILE = {"PREF": False, "LOOP_STAGES": 3}
@@ -182,14 +193,14 @@ ROWS_TILE = {
                                "WT": False, "per_sm": 2, "WIDE": True},
                           128: {"ROWS": 128, "BLOCK_N": 128, "num_warps": 8, "WT": False,
                                 "per_sm": 1, "WIDE": True}},
-    WeightFormat.NVFP4: {32: {"ROWS": 32, "per_sm": 8, "WIDE": False},
+    WeightFormat.NVFP4: {32: {"ROWS": 32, "BLOCK_N": 128, "per_sm": 8, "WIDE": True},
                          64: {"ROWS": 64, "BLOCK_N": 128, "num_warps": 4, "WT": False,
                               "per_sm": 2, "WIDE": True}},
-    WeightFormat.MX_FP8: {32: {"ROWS": 32},
+    WeightFormat.MX_FP8: {32: {"ROWS": 32, "WIDE": False},
                           64: {"ROWS": 64, "BLOCK_N": 128, "STEP_K": 128, "num_warps": 4,
                                "WT": False, "per_sm": 2, "WIDE": True},
                           128: {"ROWS": 128, "BLOCK_N": 256, "STEP_K": 64, "num_warps": 8,
-                                "WT": False, "per_sm": 1}},
+                                "WT": False, "per_sm": 1, "WIDE": False}},
     # MX fp6's loop takes the weights as operand A only (WT)
     WeightFormat.MX_FP6_E3M2: {32: {"ROWS": 32, "per_sm": 4}, 64: {"ROWS": 64, "per_sm": 2}},
     WeightFormat.MX_FP6_E2M3: {32: {"ROWS": 32, "per_sm": 4}, 64: {"ROWS": 64, "per_sm": 2}},
@@ -266,16 +277,20 @@ other kernel here, not yet than bf16 (bench/NOTES.md, session 45).
   32,24``, tile variants): fp4 on 128-column tiles 32.8 / 32.2 -> 28.7 / 27.7 (M 24: 31.9 /
   31.7 -> 28.6 / 27.5), NVFP4 at 8 an SM 45.5 / 44.9 -> 40.7 / 39.1 (M 24: 44.9 / 44.2 ->
   40.3 / 38.4); e4m3's tile was the fastest of ten (128-column tiles 38.2 / 36.5, 8 an SM
-  43.7 / 40.5, POST 37.1 / 36.2, 64-code steps 40.2 / 37.9).
+  43.7 / 40.5, POST 37.1 / 36.2, 64-code steps 40.2 / 37.9). Session 53 (block_columns):
+  NVFP4 at 32 rows WIDE on 128-column tiles 38.8 / 37.3 against 40.8 / 39.3 (WIDE on 64
+  columns 47.0 / 44.6); MX int8 at 64 rows (bf16 x) WIDE with 128-code steps 36.1 / 35.3
+  against 51.6 / 51.4 (64-code steps 41.2 / 39.2). MX e4m3 / int8 at 32 rows keep the
+  per-block steps (WIDE not timed there).
 Stream-K (SK) stays with 16 rows, where it was timed. Only sm90 was timed, so only sm90
 (and the interpreter, which tests them) takes them: :func:`max_rows`."""
-# e5m2 shares e4m3's tiles; MX int8 (each block's scale on its product tile, so not WIDE)
-# stops at 64 rows with NVFP4 and fp6, at e4m3's tiles of session 51
+# e5m2 shares e4m3's tiles; MX int8 stops at 64 rows with NVFP4 and fp6
 ROWS_TILE[WeightFormat.MX_FP8_E5M2] = ROWS_TILE[WeightFormat.MX_FP8]
 ROWS_TILE[WeightFormat.MX_INT8] = {
-    32: {"ROWS": 32},
-    64: {"ROWS": 64, "BLOCK_N": 128, "STEP_K": 64, "num_warps": 4, "WT": False, "per_sm": 2},
-}
+    32: {"ROWS": 32, "WIDE": False},
+    64: {"ROWS": 64, "BLOCK_N": 128, "STEP_K": 128, "num_warps": 4, "WT": False, "per_sm": 2,
+         "WIDE": True},
+}  # fmt: skip
 
 
 def rows_tile(wfmt: WeightFormat, m: int) -> dict:

@@ -13,10 +13,16 @@ from aoq.kernels.bf16_codes import fp4_codes, int8_steps, mxfp8_codes, mxint8_co
 from aoq.kernels.nvfp4_codes import nvfp4_codes, nvfp4_exact_codes
 
 
-def wide_serves(wfmt: WeightFormat, groups: int, x_dtype: torch.dtype) -> bool:
-    """Whether a step of ``groups`` groups of ``wfmt`` can be WIDE: not NVFP4's one-group steps
-    (block_columns' two blocks over 16 columns miscompiled on sm90), and MX int8 with bf16 x
-    only (its steps are bf16 values; fp16 and its int8 codes keep the per-group loop)."""
+def wide_serves(
+    wfmt: WeightFormat, groups: int, x_dtype: torch.dtype, tiled: bool = False, post: bool = False
+) -> bool:
+    """Whether a step of ``groups`` groups of ``wfmt`` can be WIDE: row-major codes decoded
+    with their scale (not ``tiled`` codes nor MX fp8's ``post``-MMA scale), not NVFP4's
+    one-group steps (block_columns' two blocks over 16 columns miscompiled on sm90), and MX int8
+    with bf16 x only (its steps are bf16 values; fp16 and its int8 codes keep the per-group
+    loop)."""
+    if tiled or post:
+        return False
     if wfmt is WeightFormat.NVFP4:
         return groups == 2
     if wfmt is WeightFormat.MX_INT8:

@@ -28,8 +28,10 @@ def decode_mma(
     (decode_mma.TILED_TILE); ``fp16``: fp16 activations (int4, MX: their fp16 PTX;
     per-channel int8 / e4m3: the float path, except e4m3 on sm80: decode_mma.ptx_codes);
     ``xmx`` (MX int8): int8 MX activation codes and their E8M0 bytes, the integer MMA."""
+    import torch
     from aoq.kernels._common import WeightFormat
     from aoq.kernels.decode_mma import TILE, TILED_TILE, ptx_codes
+    from aoq.kernels.decode_mma_wide import wide_serves
 
     if tiled:
         over = {**TILED_TILE, "TILED": True, "ZW": True, **over}
@@ -51,6 +53,7 @@ def decode_mma(
                                    "stride_xm", "stride_wn", "stride_ym")})  # fmt: skip
     int4 = wfmt in (1, 3, 4, 5, 9, 10)  # grouped: a scale (and PREF) a group
     tile = TILE[WeightFormat(wfmt)]
+    tile = {**tile, **tile.get("at8", {})} if rows == 8 else tile  # (as decode_mma launches)
     ce = dict(
         WFMT=wfmt, GROUP_SIZE=gs, GROUPS=step // gs, XQ=xq, XZ=xq, STATIC=False, HAS_BIAS=True,
         SPLIT_K=4, TAIL=split_tail(), BLOCK_N=tile["BLOCK_N"], BLOCK_K=step,
@@ -62,6 +65,10 @@ def decode_mma(
         WIDE=tile.get("WIDE", False),
     )  # fmt: skip
     ce.update(over)
+    xdt = torch.int8 if xmx else torch.float16 if fp16 else torch.bfloat16
+    tiled_, post = ce.get("TILED", False), ce.get("POST", False)
+    plain = wide_serves(WeightFormat(wfmt), ce["BLOCK_K"] // gs, xdt, tiled_, post)
+    ce["WIDE"] = ce["WIDE"] and plain
     if ce["ZW"]:  # aoq.formats.packing.pack_zero_words: int32 words of four zero points
         sig["z_ptr"] = "*i32"
     return Spec(name, "decode_mma", "_decode_mma_kernel", sig, ce, warps=tile["num_warps"],
@@ -206,6 +213,7 @@ def decode_mma_specs(target: str) -> list[Spec]:
             + [decode_mma_sk("int4wo.decode_mma_sk_m8", target, 8)]
             + [decode_mma("mxwo_fp6_e3m2.decode_mma_m8", 6, 32, 128, target, 8)]
             + [decode_mma("mx_int8.decode_mma_m8", 10, 32, 128, target, 8)]
+            + [decode_mma("mxwo_fp4.decode_mma_m8", 4, 32, 64, target, 8)]  # (WIDE: at8)
             + [_xmx_m8(target)]
             # weight-only past 16 rows (decode_mma.ROWS_TILE): x padded to 32-256 rows
             + [
@@ -233,20 +241,6 @@ def decode_mma_specs(target: str) -> list[Spec]:
                     ("mx_fp6_e2m3", 7),
                 )
                 for rows in ROWS_TILE[WeightFormat(w)]
-            ]  # fmt: skip
-            # ...MX int8's WIDE steps (a probe, off: each code times its block's bf16 step)
-            + [decode_mma("mx_int8.decode_mma_wide", 10, 32, 128, target, WIDE=True)]
-            + [
-                _rows(
-                    "mx_int8.decode_mma_wide_m64",
-                    10,
-                    32,
-                    target,
-                    64,
-                    WIDE=True,
-                    BLOCK_K=128,
-                    GROUPS=4,
-                )
             ]  # fmt: skip
             # ...and W4A8's (the integer MMA; x symmetric and with zero points)
             + [

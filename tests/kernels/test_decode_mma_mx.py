@@ -42,8 +42,8 @@ HOST = {"host-flag": True, "device-flag": False}
 LAYOUT = {"row-major": False, "group-major": True}
 TILES = {
     "default": None, "step128": {"STEP_K": 128}, "x-operand-a": {"WT": False, "num_warps": 4},
-    "wide": {"WIDE": True}, "wide-step128-x-a": {"WIDE": True, "STEP_K": 128, "WT": False,
-                                                 "num_warps": 4},
+    "per-block": {"WIDE": False}, "wide": {"WIDE": True},
+    "wide-step128-x-a": {"WIDE": True, "STEP_K": 128, "WT": False, "num_warps": 4},
 }  # fmt: skip
 
 
@@ -141,8 +141,8 @@ def test_wide_steps_one_hot_is_each_emulated_weight_exactly(big, wfmt):
 
 
 # every format x activation dtype, each with every tile (steps of four blocks, of two, x as
-# operand A, WIDE at two and four blocks), row count (1 and 5 padded, 16 a full tile) and
-# split, each pair once: 17 of 180 cases (the bit-exact decode of each code is test_one_hot's)
+# operand A, per block, WIDE at two and four blocks), row count (1 and 5 padded, 16 a full
+# tile) and split, each pair once: 19 of 216 cases (each code's bit-exact decode: test_one_hot)
 @pytest.mark.parametrize(
     "wfmt,xdt,tile,m,split", pairwise(WFMTS, XDTS, TILES, [1, 5, 16], [1, 3], full=2)
 )
@@ -208,7 +208,8 @@ def test_fp4_codes_in_tiles_are_the_row_major_codes(tile_b, tile_r, big):
     q, s, _ = _weight(n, k, SMALL + [LIMIT[FP4] + 1] * big)
     x = torch.randn(m, k, generator=torch.Generator().manual_seed(3)).to(torch.bfloat16).to(DEV)
     want = torch.empty(m, n, dtype=OUT, device=DEV)
-    dm.decode_mma(x, q, s, _flag(s), None, want, k // 32, FP4, 2)
+    # (the per-block steps, as the tiled codes take: WIDE sums in another order)
+    dm.decode_mma(x, q, s, _flag(s), None, want, k // 32, FP4, 2, tile={"WIDE": False})
     y = torch.empty(m, n, dtype=OUT, device=DEV)
     dm.decode_mma(x, tile_uint4(q, tile_b, tile_r), s, _flag(s), None, y, k // 32, FP4, 2,
                   tile={"TILE_B": tile_b, "TILE_R": tile_r}, tiled=True)  # fmt: skip

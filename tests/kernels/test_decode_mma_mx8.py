@@ -24,17 +24,18 @@ from aoq.testing.metrics import max_rel_error
 pytestmark = NEEDS_KERNELS
 INT8 = WeightFormat.MX_INT8
 FP8 = WeightFormat.MX_FP8
-TILE = {INT8: None, FP8: {"POST": True}}
-"""Each format's tile: MX int8 takes the post-MMA scale always, MX fp8 under POST."""
+TILE = {INT8: {"WIDE": False}, FP8: {"POST": True, "WIDE": False}}
+"""Each format's per-block tile: MX int8 takes the post-MMA scale (its TILE with fp16 x, and
+at 32 rows), MX fp8 under POST."""
 WIDE = {"WIDE": True, "STEP_K": 128}
-"""MX int8's WIDE steps (a probe; decode_mma_wide.py): with bf16 x each code times its block's
-bf16 step 2**(b - 133), four blocks on one MMA; fp16 x keeps the post-MMA scale."""
+"""MX int8's WIDE steps (decode_mma_wide.py; its TILE with bf16 x): each code times its
+block's bf16 step 2**(b - 133), four blocks on one MMA; fp16 x keeps the post-MMA scale."""
 CASES = pytest.mark.parametrize(
     "wfmt,tile", [*TILE.items(), (INT8, WIDE)], ids=["int8", "fp8-post", "int8-wide"]
 )
 OVERS = {
     "default": {}, "step64": {"STEP_K": 64}, "x-operand-a": {"WT": False, "num_warps": 4},
-    "wide-x-operand-a": {"WIDE": True, "WT": False, "num_warps": 4},
+    "wide-x-operand-a": {"WIDE": True, "WT": False, "num_warps": 4}, "tile": None,
 }  # fmt: skip
 XDTS = {"bf16": torch.bfloat16, "fp16": torch.float16}
 ELEMS = {INT8: MXElem.INT8, FP8: MXElem.FP8_E4M3}
@@ -101,8 +102,8 @@ def test_one_hot_is_each_weight_rounded_once(wfmt, tile, xdt):
 
 
 # each format x activation dtype, each with every tile (steps of four blocks, of two, x as
-# operand A, WIDE with x as operand A), row count (1 and 5 padded to 8, 16) and split, each
-# pair once: 15 of 96 cases
+# operand A, WIDE with x as operand A, the shipped one), row count (1 and 5 padded to 8, 16)
+# and split, each pair once: 16 of 120 cases
 @pytest.mark.parametrize(
     "wfmt,xdt,over,m,split",
     pairwise({"int8": INT8, "fp8-post": FP8}, XDTS, OVERS, [1, 5, 16], [1, 3], full=2),
@@ -112,9 +113,10 @@ def test_matches_emulated_matmul(m, split, over, wfmt, xdt):
     ranges; steps of two and four blocks; either MMA orientation; MX int8's WIDE steps): the
     emulated path's float32-accumulated product, up to summation order and one rounding to
     x's dtype."""
-    tile = None if "WIDE" in over else TILE[wfmt]  # (WIDE: e4m3's scaled codes, not POST)
+    # None: the shipped tiles (MX int8: WIDE with bf16 x); WIDE: e4m3's scaled codes, not POST
+    tile = None if over is None else {**({} if "WIDE" in over else TILE[wfmt]), **over}
     flag_of = functools.partial(_flag, wfmt)
-    want, y = random_decode(ELEMS[wfmt], wfmt, flag_of, m, split, xdt, {**(tile or {}), **over})
+    want, y = random_decode(ELEMS[wfmt], wfmt, flag_of, m, split, xdt, tile)
     assert max_rel_error(want, y) < 4e-3
 
 
