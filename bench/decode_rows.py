@@ -75,7 +75,7 @@ VARIANTS: dict[str, list[dict[str, Any]]] = {
     "fp8": [{"ROWS": 16}, {"ROWS": 8, "BLOCK_N": 64, "STEP_K": 128}],
     "w4a8": [{"ROWS": 16}, {"IMMA": False}, {"ROWS": 16, "IMMA": False}, {"per_sm": 14}],
     "mxfp4": [{"ROWS": 16}, {"ROWS": 8, "per_sm": 12}],
-    "mxfp8": [{"ROWS": 8}, {"POST": True}, {"POST": True, "ROWS": 8}, {"per_sm": 8}],
+    "mxfp8": [{"ROWS": 16}, {"POST": True}, {"POST": True, "ROWS": 8}, {"per_sm": 8}],
     "mxint8": [
         {"ROWS": 16},
         {"GENERIC": True},
@@ -93,9 +93,9 @@ VARIANTS: dict[str, list[dict[str, Any]]] = {
     "fp8act": [{"PDL": True}],
 }
 """Per format: tile overrides beside the TILE itself (which pads x to 8 rows at M <= 8 for
-every format but MX fp8; per_sm: programs an SM the split aims for). The MX 8-bit formats'
-64 x 128 step at 3 stages takes 48 KB of shared memory on sm90: 4 programs an SM fit, their
-TILE's per_sm since session 36 (per_sm 8 the variant it beat); mxint8's ``GENERIC`` is
+every format; per_sm: programs an SM the split aims for). The MX 8-bit formats' 64 x 128
+step at 3 stages takes 48 KB of shared memory on sm90: 4 programs an SM fit, their TILE's
+per_sm since session 36 (per_sm 8 the variant it beat); mxint8's ``GENERIC`` is
 mx_decode's own tile, which served MX int8 before, and ``XMX`` decode_mma's integer MMA
 against x's MX int8 codes (2 stages at 8 rows: decode_mma.XMX_STAGES8; timed in session 37,
 no faster than the TILE: bench/NOTES.md). int4's register caps (``maxnreg``, more programs

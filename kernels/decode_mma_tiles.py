@@ -22,9 +22,9 @@ TILE = {
                           "per_sm": 10, "WT": True, "PREF": True, "rows8": True, "NVX": True,
                           "WIDE": True},
     WeightFormat.MX_FP8: {"BLOCK_N": 64, "STEP_K": 128, "num_warps": 2, "num_stages": 3,
-                          "per_sm": 4, "WT": True, "PREF": True, "WIDE": True},
+                          "per_sm": 4, "WT": True, "PREF": True, "WIDE": True, "rows8": True},
     WeightFormat.MX_FP8_E5M2: {"BLOCK_N": 64, "STEP_K": 128, "num_warps": 2, "num_stages": 3,
-                          "per_sm": 4, "WT": True, "PREF": True, "WIDE": True},
+                          "per_sm": 4, "WT": True, "PREF": True, "WIDE": True, "rows8": True},
     WeightFormat.MX_INT8: {"BLOCK_N": 64, "STEP_K": 128, "num_warps": 2, "num_stages": 3,
                            "per_sm": 4, "WT": True, "PREF": True, "rows8": True, "WIDE": True},
     WeightFormat.MX_FP6_E3M2: {"BLOCK_N": 64, "STEP_K": 128, "num_warps": 2, "num_stages": 3,
@@ -111,8 +111,8 @@ split up to one full wave, not only powers of two), orientation (WT), scale pref
   19): int4 21.3 / 19.5 / 19.2 -> 20.2 / 18.6 / 18.4 us, int8 28.6 / 26.1 / 26.0 -> 28.0 /
   24.5 / 25.4, fp8 28.8 / 26.8 / 26.8 -> 28.9 / 26.0 / 26.2, W4A8 24.9 / 23.4 / 22.7 ->
   24.0 / 22.1 / 21.9, MX fp4 24.5 / 22.2 / 22.6 -> 23.0 / 20.8 / 21.5; MX fp8 36.2 / 33.1 /
-  32.5 -> 38.2 / 33.2 / 32.9 (slower: stays at 16). per_sm 8 with 8 rows (int4 fits eight
-  programs an SM): 20.7 / 18.2 / 18.8, no better overall.
+  32.5 -> 38.2 / 33.2 / 32.9 (slower then; with WIDE faster, below). per_sm 8 with 8 rows
+  (int4 fits eight programs an SM): 20.7 / 18.2 / 18.8, no better overall.
 - WIDE (decode_mma_wide.py: a step's blocks decoded at once, each code by its own block's
   scale, one MMA over the step; session 53, the scales spread by _common.block_columns): MX
   e4m3 (and e5m2, the same step) and MX int8 (bf16 x: each code times its block's bf16 step)
@@ -122,7 +122,9 @@ split up to one full wave, not only powers of two), orientation (WT), scale pref
   29.3 / 28.5 -> 24.8 / 23.5, M 16 31.3 / 30.7 -> 26.0 / 24.9 (64-code steps 31.5 / 28.6);
   int8 M 1 29.4 / 28.2 -> 24.5 / 23.6, M 16 32.0 / 31.6 -> 27.5 / 26.7; fp4 M 1 21.9 / 20.0
   -> 19.9 / 19.0 (8 an SM the same), M 16 23.4 / 22.2 -> 23.8 / 23.0 (so not at 16 rows).
-  Session 52's select a column had lost at these rows (fp4 M 1 21.8 -> 30.4)."""
+  Session 52's select a column had lost at these rows (fp4 M 1 21.8 -> 30.4). With WIDE,
+  e4m3 at M 1 padded to 8 rows (``rows8``, which had lost without it): 24.7 / 23.5 -> 23.5 /
+  22.0 (a second call; e5m2's WIDE tile 24.7 / 23.5 against 29.2 / 28.5 there)."""
 
 
 TILED_TILE = {"PREF": False, "LOOP_STAGES": 3}
@@ -196,7 +198,7 @@ ROWS_TILE = {
     WeightFormat.NVFP4: {32: {"ROWS": 32, "BLOCK_N": 128, "per_sm": 8, "WIDE": True},
                          64: {"ROWS": 64, "BLOCK_N": 128, "num_warps": 4, "WT": False,
                               "per_sm": 2, "WIDE": True}},
-    WeightFormat.MX_FP8: {32: {"ROWS": 32, "WIDE": False},
+    WeightFormat.MX_FP8: {32: {"ROWS": 32},
                           64: {"ROWS": 64, "BLOCK_N": 128, "STEP_K": 128, "num_warps": 4,
                                "WT": False, "per_sm": 2, "WIDE": True},
                           128: {"ROWS": 128, "BLOCK_N": 256, "STEP_K": 64, "num_warps": 8,
@@ -280,14 +282,15 @@ other kernel here, not yet than bf16 (bench/NOTES.md, session 45).
   43.7 / 40.5, POST 37.1 / 36.2, 64-code steps 40.2 / 37.9). Session 53 (block_columns):
   NVFP4 at 32 rows WIDE on 128-column tiles 38.8 / 37.3 against 40.8 / 39.3 (WIDE on 64
   columns 47.0 / 44.6); MX int8 at 64 rows (bf16 x) WIDE with 128-code steps 36.1 / 35.3
-  against 51.6 / 51.4 (64-code steps 41.2 / 39.2). MX e4m3 / int8 at 32 rows keep the
-  per-block steps (WIDE not timed there).
+  against 51.6 / 51.4 (64-code steps 41.2 / 39.2); at 32 rows (TILE's WIDE) MX e4m3 37.1 /
+  36.2 -> 31.0 / 29.7 (0.94 / 0.88x -> 1.12 / 1.08x bf16), MX int8 37.9 / 36.7 -> 33.4 / 32.4
+  (128-column tiles 67-83: not those).
 Stream-K (SK) stays with 16 rows, where it was timed. Only sm90 was timed, so only sm90
 (and the interpreter, which tests them) takes them: :func:`max_rows`."""
 # e5m2 shares e4m3's tiles; MX int8 stops at 64 rows with NVFP4 and fp6
 ROWS_TILE[WeightFormat.MX_FP8_E5M2] = ROWS_TILE[WeightFormat.MX_FP8]
 ROWS_TILE[WeightFormat.MX_INT8] = {
-    32: {"ROWS": 32, "WIDE": False},
+    32: {"ROWS": 32},
     64: {"ROWS": 64, "BLOCK_N": 128, "STEP_K": 128, "num_warps": 4, "WT": False, "per_sm": 2,
          "WIDE": True},
 }  # fmt: skip

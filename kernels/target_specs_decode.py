@@ -214,6 +214,7 @@ def decode_mma_specs(target: str) -> list[Spec]:
             + [decode_mma("mxwo_fp6_e3m2.decode_mma_m8", 6, 32, 128, target, 8)]
             + [decode_mma("mx_int8.decode_mma_m8", 10, 32, 128, target, 8)]
             + [decode_mma("mxwo_fp4.decode_mma_m8", 4, 32, 64, target, 8)]  # (WIDE: at8)
+            + [decode_mma("mxwo_fp8.decode_mma_m8", 5, 32, 128, target, 8)]
             + [_xmx_m8(target)]
             # weight-only past 16 rows (decode_mma.ROWS_TILE): x padded to 32-256 rows
             + [
