@@ -64,6 +64,7 @@ from aoq.kernels.decode_mma_serves import (  # noqa: F401 (re-exported)
     FP6_FORMATS,
     FP6_STEP,
     MX_FORMATS,
+    check_xmx,
     ptx_codes,
     serves,
 )
@@ -311,6 +312,9 @@ def decode_mma(
     cfg["TILED"] = tiled
     bn = cfg.pop("BLOCK_N")
     want = cfg.pop("STEP_K")
+    dev_step = cfg.pop("STEP_K_DEV", None)  # (the step where MX's BIG flag is on the device)
+    if dev_step and wfmt in MX_FORMATS and zero is not None and zero.numel() == 1:
+        want = dev_step
     per_sm = cfg.pop("per_sm", 4)
     exact = cfg.pop("exact", False)
     backend = backend_of(x.device)
@@ -360,20 +364,7 @@ def decode_mma(
     p = splitk.plan(y, backend, n_prog, k, bk, split, per_sm=per_sm, exact=exact)
     xq = x_scale is not None
     cfg["XMX"] = x_block_scale is not None
-    if wfmt is WeightFormat.MX_INT8 and (x.dtype == torch.int8) != cfg["XMX"]:
-        raise ValueError("MX int8 weights take int8 x with its x_block_scale, or bf16 / fp16 x")
-    if cfg["XMX"] and (
-        wfmt is not WeightFormat.MX_INT8
-        or x.dtype != torch.int8
-        or xq
-        or x_block_scale.dtype != torch.uint8
-        or x_block_scale.shape != (m, groups)
-        or not x_block_scale.is_contiguous()
-    ):
-        raise ValueError(
-            "x_block_scale: MX int8 weights, int8 x codes and their contiguous uint8 E8M0 "
-            f"bytes [{m}, {groups}]"
-        )
+    check_xmx(wfmt, x, xq, x_block_scale, groups)
     if wfmt in MX_FORMATS:
         if zero is None or zero.numel() not in BIG_MODE:
             raise ValueError("MX weights take their BIG flag as zero (see serves)")

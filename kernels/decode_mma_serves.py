@@ -93,6 +93,29 @@ def serves(
     return groups == 1 and k % 16 == 0
 
 
+def check_xmx(
+    wfmt: WeightFormat, x: torch.Tensor, xq: bool, x_block_scale: torch.Tensor | None, groups: int
+) -> None:
+    """decode_mma's check of MX int8 x against its XMX arguments: MX int8 weights take int8 x
+    codes with their E8M0 bytes (``x_block_scale``), or bf16 / fp16 x; raises ValueError."""
+    xmx = x_block_scale is not None
+    if wfmt is WeightFormat.MX_INT8 and (x.dtype == torch.int8) != xmx:
+        raise ValueError("MX int8 weights take int8 x with its x_block_scale, or bf16 / fp16 x")
+    m = x.shape[0]
+    if xmx and (
+        wfmt is not WeightFormat.MX_INT8
+        or x.dtype != torch.int8
+        or xq
+        or x_block_scale.dtype != torch.uint8
+        or x_block_scale.shape != (m, groups)
+        or not x_block_scale.is_contiguous()
+    ):
+        raise ValueError(
+            "x_block_scale: MX int8 weights, int8 x codes and their contiguous uint8 E8M0 "
+            f"bytes [{m}, {groups}]"
+        )
+
+
 def _strides_agree(zero: torch.Tensor, scale: torch.Tensor) -> bool:
     """The kernel addresses the zero points with the scales' strides: they must agree along
     every dimension the zero points have more than one of (a single column of zero-point

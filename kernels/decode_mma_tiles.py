@@ -201,8 +201,8 @@ ROWS_TILE = {
     WeightFormat.MX_FP8: {32: {"ROWS": 32},
                           64: {"ROWS": 64, "BLOCK_N": 128, "STEP_K": 128, "num_warps": 4,
                                "WT": False, "per_sm": 2, "WIDE": True},
-                          128: {"ROWS": 128, "BLOCK_N": 256, "STEP_K": 64, "num_warps": 8,
-                                "WT": False, "per_sm": 1, "WIDE": False}},
+                          128: {"ROWS": 128, "BLOCK_N": 256, "STEP_K": 128, "num_warps": 8,
+                                "WT": False, "per_sm": 1, "WIDE": True, "STEP_K_DEV": 64}},
     # MX fp6's loop takes the weights as operand A only (WT)
     WeightFormat.MX_FP6_E3M2: {32: {"ROWS": 32, "per_sm": 4}, 64: {"ROWS": 64, "per_sm": 2}},
     WeightFormat.MX_FP6_E2M3: {32: {"ROWS": 32, "per_sm": 4}, 64: {"ROWS": 64, "per_sm": 2}},
@@ -264,10 +264,13 @@ other kernel here, not yet than bf16 (bench/NOTES.md, session 45).
   1,16,32,64`` (and ``--ms 128``) with ``--extra`` variants WIDE and WIDE with 128-code
   steps, µs at 8192^2 / 4096 x 14336, H200: M 64 fp4 49.2 / 49.2 -> 41.8 / 41.0 (WIDE, 128),
   NVFP4 57.1 / 56.8 -> 52.8 / 52.1 (WIDE; its steps hold two groups), e4m3 48.5 / 47.4 ->
-  40.8 / 39.6 (WIDE, 128); M 128 fp4 73.3 / 72.0 -> 63.5 / 60.8 (WIDE). Not e4m3 at 128 rows:
+  40.8 / 39.6 (WIDE, 128); M 128 fp4 73.3 / 72.0 -> 63.5 / 60.8 (WIDE). e4m3 at 128 rows:
   63.0 / 61.7 -> 59.2 / 58.5 with 128-code steps, but that tile takes 224 KB of shared
   memory a loop on sm90, and the kernel compiled for a BIG flag read on the device holds
-  both loops (320 KB: it would not launch); 64-code steps lost (65.6 / 64.7). Not at 32
+  both loops (320 KB: it would not launch); 64-code steps lost (65.6 / 64.7). Session 53
+  (block_columns): 63.5 / 62.0 -> 61.0 / 59.8 (64-code steps), 55.8 / 54.9 (128), so the
+  tile takes 128-code steps and ``STEP_K_DEV`` 64 where the flag is read on the device
+  (graph capture before the weight's layout was built: 224 KB then 2 x 64-code loops). Not at 32
   rows and fewer (mma.sync, the weights as A from registers): fp4 M 1 21.8 -> 30.4, M 32
   32.8 -> 38.3 (NVFP4 at M 1 and 16 gained 0.8-1.2). Those timings spread the scales over
   the step's columns by a select a column; by _common.block_columns instead (its join and

@@ -125,7 +125,8 @@ def _rows(
     base, tile = TILE[WeightFormat(wfmt)], ROWS_TILE[WeightFormat(wfmt)][rows]
     over = {"BLOCK_N": tile.get("BLOCK_N", base["BLOCK_N"]), "WT": tile.get("WT", base["WT"])}
     over.update({k: tile[k] for k in ("WIDE",) if k in tile})
-    step = tile.get("STEP_K", base["STEP_K"])
+    # (MX specs read the BIG flag on the device: BIG 2, where a tile may take STEP_K_DEV)
+    step = tile.get("STEP_K_DEV", tile.get("STEP_K", base["STEP_K"]))
     spec = decode_mma(name, wfmt, gs, step, target, rows, tiled=tiled, PDL=target in PDL_TARGETS,
                       **over, **extra)  # fmt: skip
     return dataclasses.replace(
@@ -136,10 +137,12 @@ def _rows(
     )
 
 
-ROWS_SPILLS = {(1, 128): 512}
+ROWS_SPILLS = {(1, 128): 512, (5, 128): 16}
 """(WFMT, rows): bytes ROWS_TILE's tile may spill. int4 at 128 rows (sm90: 255 registers, 352
 bytes; each group's float32 product tile beside the sums) ran 55-65 µs on an H200, where the
-64-row column tiles that do not spill (234 registers) ran 62-74 (bench/NOTES.md, session 45)."""
+64-row column tiles that do not spill (234 registers) ran 62-74 (bench/NOTES.md, session 45).
+MX e4m3 at 128 rows with 128-code steps (the host-known flag; sm90: 12 bytes) ran 55.8 / 54.9
+µs against 61.0 / 59.8 with 64-code steps, which do not spill (session 53)."""
 
 
 def decode_mma_specs(target: str) -> list[Spec]:
@@ -242,6 +245,19 @@ def decode_mma_specs(target: str) -> list[Spec]:
                     ("mx_fp6_e2m3", 7),
                 )
                 for rows in ROWS_TILE[WeightFormat(w)]
+            ]  # fmt: skip
+            # ...e4m3's 128-row tile with the BIG flag known on the host: 128-code steps
+            + [
+                _rows(
+                    "mxwo_fp8.decode_mma_m128_host",
+                    5,
+                    32,
+                    target,
+                    128,
+                    BIG=0,
+                    BLOCK_K=128,
+                    GROUPS=4,
+                )
             ]  # fmt: skip
             # ...and W4A8's (the integer MMA; x symmetric and with zero points)
             + [

@@ -84,6 +84,25 @@ def test_steps_narrower_than_the_tiles_match_the_emulated_product(elem, m, k):
     assert max_rel_error(want, y.float().cpu()) < 4e-3
 
 
+@pytest.mark.parametrize("host", [True, False], ids=["host-flag", "device-flag"])
+def test_e4m3_at_128_rows_steps_by_where_the_flag_is_read(host, monkeypatch):
+    """e4m3's 128-row tile reads 128-code steps where the weight's BIG flag is known on the
+    host, and STEP_K_DEV's 64 where the kernel reads it on the device (under graph capture;
+    both of its loops at 128 would not fit sm90's shared memory): both the emulated product."""
+    if dm.max_rows(WeightFormat.MX_FP8, torch.device(DEV)) < 100:
+        pytest.skip("this device takes e4m3 at 16 rows at most (decode_mma_tiles.max_rows)")
+    args, kw, want = _case("fp8_e4m3", 100)
+    flag = kw["big_scales"]
+    if not host:  # (the host flag's length is its answer: [0] none above the limit, [2] some)
+        kw["big_scales"] = torch.tensor([flag.numel() // 2], dtype=torch.int32, device=DEV)
+    steps = []
+    launch = dm.launch
+    monkeypatch.setattr(dm, "launch", lambda *a, **k: steps.append(k["BLOCK_K"]) or launch(*a, **k))
+    y = mx_decode.mx_decode_triton(*args, None, **kw)
+    assert steps == [128 if host else 64]
+    assert max_rel_error(want, y.float().cpu()) < 4e-3
+
+
 def test_past_sixteen_rows_only_decode_mma_serves():
     """mx_decode's own tile holds 16 rows: past them serves() refuses unless mma_rows says
     decode_mma takes the call, and mx_decode_triton refuses what decode_mma does not take
