@@ -28,6 +28,7 @@ from aoq.dispatch_table import (  # noqa: F401 (dispatch's API: the table lives 
     ARCH_BY_M,
     ARCH_TABLE,
     ARCH_VARIANT_BY_M,
+    ARCH_VARIANT_DTYPE_BY_M,
     BY_M,
     DECODE_MAX_M,
     DECODE_ROWS_MAX_M,

@@ -78,9 +78,12 @@ DTYPE_BY_M: dict[tuple[Scheme, Backend, torch.dtype], Bands] = {}
 # ARCH_TABLE row still wins).
 VARIANT_BY_M: dict[tuple[Scheme, Backend, str], Bands] = {}
 # Bands for one weight variant on one arch: {(scheme, backend, arch, variant): bands}, before
-# the variant's own row (e.g. sm90's MX int8 and fp6 weights, whose decode tiles stop at 64
-# rows where the other MX elements' run to 128).
+# the variant's own row (e.g. sm90's MX fp6 weights, whose decode tiles stop at 64 rows where
+# the other MX elements' run to 128).
 ARCH_VARIANT_BY_M: dict[tuple[Scheme, Backend, str, str], Bands] = {}
+# ... and at one activation dtype: {(scheme, backend, arch, variant, dtype): bands}, before
+# the variant's arch row (sm90's MX int8 with fp16 x: its 128-row tile takes bf16 x only).
+ARCH_VARIANT_DTYPE_BY_M: dict[tuple[Scheme, Backend, str, str, torch.dtype], Bands] = {}
 # Bands for one arch, where the right kernel depends on it: {(scheme, backend, arch): bands}.
 # They come after the dtype and variant rows (an ARCH_TABLE row still wins).
 ARCH_BY_M: dict[tuple[Scheme, Backend, str], Bands] = {}
@@ -93,12 +96,12 @@ DECODE_ROWS_MAX_M = {
 """Weight-only on sm90: the decode kernel up to this many rows (kernels/decode_mma_tiles
 .ROWS_TILE's largest padding), where it takes them."""
 MX_ROWS_MAX_M = 128
-"""MX fp4, e4m3 and e5m2 on sm90: the decode kernel up to this many rows (kernels/
-decode_mma_tiles.ROWS_TILE), where it takes them; the emulated path past it."""
+"""MX fp4, e4m3, e5m2 and int8 (bf16 x) on sm90: the decode kernel up to this many rows
+(kernels/decode_mma_tiles.ROWS_TILE), where it takes them; the emulated path past it."""
 MX_NARROW_ROWS_MAX_M = 64
-"""NVFP4, MX int8 and MX fp6 on sm90: the same, to 64 rows (at 128 the emulated path was
-the faster, bench/NOTES.md session 51; NVFP4 with a step's groups on one MMA too, session
-52)."""
+"""NVFP4, MX fp6 and MX int8 with fp16 x on sm90: the same, to 64 rows (at 128 the emulated
+path was the faster, bench/NOTES.md session 51; NVFP4 with a step's groups on one MMA too,
+session 52; MX int8 with bf16 x takes WIDE steps to 128 since session 53)."""
 W4A8_ROWS_MAX_M = 64
 """W4A8 on sm90: the decode kernel up to this many rows, where it takes them."""
 W4A8_WT_ROWS_MAX_M = 128
@@ -218,9 +221,9 @@ def _gpu_rows() -> None:
         for backend in (Backend.CUDA, Backend.ROCM, Backend.INTERPRET):
             BY_M[(scheme, backend)] = ((DECODE_MAX_M, (decode, emulated)), (M_ANY, (emulated,)))
             DTYPE_BY_M[(scheme, backend, torch.float32)] = ((M_ANY, (emulated,)),)
-        # sm90, 17-128 rows of bf16 / fp16 x (NVFP4, MX int8 and fp6: 17-64): the decode
-        # kernel's wider tiles (decode_mma_tiles.ROWS_TILE), 1.1-3.9x the emulated path,
-        # which had run at 0.21-0.43x bf16 there (H200, bench/NOTES.md session 51)
+        # sm90, 17-128 rows of bf16 / fp16 x (NVFP4, MX fp6 and MX int8 with fp16 x: 17-64):
+        # the decode kernel's wider tiles (decode_mma_tiles.ROWS_TILE), 1.1-3.9x the emulated
+        # path, which had run at 0.21-0.43x bf16 there (H200, bench/NOTES.md sessions 51-53)
         wide = scheme in (Scheme.MX_WEIGHT_ONLY, Scheme.MX_MX)
         most = MX_ROWS_MAX_M if wide else MX_NARROW_ROWS_MAX_M
         ARCH_BY_M[(scheme, Backend.CUDA, "sm90")] = (
@@ -228,11 +231,10 @@ def _gpu_rows() -> None:
             (M_ANY, (emulated,)),
         )
         if wide:
-            for variant in ("int8", "fp6"):
-                ARCH_VARIANT_BY_M[(scheme, Backend.CUDA, "sm90", variant)] = (
-                    (MX_NARROW_ROWS_MAX_M, (decode, emulated)),
-                    (M_ANY, (emulated,)),
-                )
+            narrow = ((MX_NARROW_ROWS_MAX_M, (decode, emulated)), (M_ANY, (emulated,)))
+            ARCH_VARIANT_BY_M[(scheme, Backend.CUDA, "sm90", "fp6")] = narrow
+            int8_fp16 = (scheme, Backend.CUDA, "sm90", "int8", torch.float16)
+            ARCH_VARIANT_DTYPE_BY_M[int8_fp16] = narrow  # (decode_mma_tiles.BF16_ONLY_ROWS)
     # ...fp6 codes (four in three bytes) decode only on CUDA's bf16-pair kernel (decode_mma.py,
     # WFMT 6 and 7, session 31; the decode entry refuses them anywhere else): the generic
     # decode kernel's fp6 tile cost more than the emulated path's whole dequantize-and-GEMV
@@ -254,7 +256,8 @@ def band_edges(scheme: Scheme) -> list[int]:
     """Every band's last M in any of ``scheme``'s band rows (every backend, arch, dtype and
     variant), ascending: where a kernel may take over (bench/band_sweep.py times both sides)."""
     rows = [b for (s, *_), b in (*BY_M.items(), *DTYPE_BY_M.items(), *VARIANT_BY_M.items(),
-                                 *ARCH_BY_M.items(), *ARCH_VARIANT_BY_M.items())
+                                 *ARCH_BY_M.items(), *ARCH_VARIANT_BY_M.items(),
+                                 *ARCH_VARIANT_DTYPE_BY_M.items())
             if s is scheme]  # fmt: skip
     return sorted({max_m for bands in rows for max_m, _ in bands if max_m != M_ANY})
 
@@ -272,13 +275,16 @@ def candidates(
 ) -> tuple[str, ...]:
     """Kernels for ``scheme`` on ``platform`` at M rows of ``dtype`` activations and a
     weight of ``variant``: the arch row, else the M band of the dtype's row, of the
-    variant's row on this arch, of the variant's row, of the arch's bands, of the scheme's
-    row, else the backend row. ``dtype=None`` asks for the row every dtype without a row of
-    its own gets."""
+    variant's row on this arch at this dtype, of the variant's row on this arch, of the
+    variant's row, of the arch's bands, of the scheme's row, else the backend row.
+    ``dtype=None`` asks for the row every dtype without a row of its own gets."""
     arch_row = ARCH_TABLE.get((scheme, platform.backend, platform.arch))
     if arch_row is not None:
         return arch_row
     bands = DTYPE_BY_M.get((scheme, platform.backend, dtype)) if dtype is not None else None
+    if bands is None and variant and dtype is not None:
+        key = (scheme, platform.backend, platform.arch, variant, dtype)
+        bands = ARCH_VARIANT_DTYPE_BY_M.get(key)
     if bands is None and variant:
         bands = ARCH_VARIANT_BY_M.get((scheme, platform.backend, platform.arch, variant))
     if bands is None and variant:
@@ -307,6 +313,10 @@ def describe() -> str:
     banded += [((s, b, v), bands) for (s, b, v), bands in VARIANT_BY_M.items()]
     banded += [((s, b, a), bands) for (s, b, a), bands in ARCH_BY_M.items()]
     banded += [((s, b, f"{a} {v}"), bands) for (s, b, a, v), bands in ARCH_VARIANT_BY_M.items()]
+    banded += [
+        ((s, b, f"{a} {v} {_DTYPE_NAMES.get(d, str(d))}"), bands)
+        for (s, b, a, v, d), bands in ARCH_VARIANT_DTYPE_BY_M.items()
+    ]
     for (s, b, dtype), bands in banded:
         lo = 0
         for max_m, names in bands:

@@ -68,7 +68,7 @@ def serves(
     m, k = x.shape
     if x.dtype not in X_DTYPES.get(wfmt, (torch.bfloat16,)):
         return False
-    if m > 16 and m > max_rows(wfmt, x.device):
+    if m > 16 and m > max_rows(wfmt, x.device, x.dtype):
         return False
     if not (qdata.is_contiguous() and x.stride(1) == 1):
         return False

@@ -290,13 +290,22 @@ other kernel here, not yet than bf16 (bench/NOTES.md, session 45).
   (128-column tiles 67-83: not those).
 Stream-K (SK) stays with 16 rows, where it was timed. Only sm90 was timed, so only sm90
 (and the interpreter, which tests them) takes them: :func:`max_rows`."""
-# e5m2 shares e4m3's tiles; MX int8 stops at 64 rows with NVFP4 and fp6
+# e5m2 shares e4m3's tiles; MX int8 takes e4m3's 128-row one with WIDE's 64-code steps (bf16
+# x: BF16_ONLY_ROWS; H200 57.4 / 56.7 us at 8192^2 / 4096 x 14336 against the emulated path's
+# 101.2 / 88.4, 128-code steps 57.9 / 56.8, session 53)
 ROWS_TILE[WeightFormat.MX_FP8_E5M2] = ROWS_TILE[WeightFormat.MX_FP8]
 ROWS_TILE[WeightFormat.MX_INT8] = {
     32: {"ROWS": 32},
     64: {"ROWS": 64, "BLOCK_N": 128, "STEP_K": 128, "num_warps": 4, "WT": False, "per_sm": 2,
          "WIDE": True},
+    128: {"ROWS": 128, "BLOCK_N": 256, "STEP_K": 64, "num_warps": 8, "WT": False, "per_sm": 1,
+          "WIDE": True},
 }  # fmt: skip
+BF16_ONLY_ROWS = {WeightFormat.MX_INT8: 64}
+"""Formats whose tiles past this many rows serve bf16 x only: MX int8's 128-row tile is fast
+by its WIDE steps (each code times its block's bf16 step), which fp16 x does not take; with
+fp16 x it would scale each block's product tile (POST), 175 us at 128 rows on an H200 where the
+emulated path read 100 (session 51)."""
 
 
 def rows_tile(wfmt: WeightFormat, m: int) -> dict:
@@ -307,13 +316,16 @@ def rows_tile(wfmt: WeightFormat, m: int) -> dict:
     return next((t for rows, t in sorted(ROWS_TILE[wfmt].items()) if m <= rows), {})
 
 
-def max_rows(wfmt: WeightFormat, device: torch.device) -> int:
+def max_rows(wfmt: WeightFormat, device: torch.device, x_dtype: torch.dtype | None = None) -> int:
     """The most rows of x decode_mma takes for ``wfmt`` on ``device``: ROWS_TILE's largest
-    padding (int4 128, int8 / e4m3 256, W4A8 64, MX fp4 / fp8 128, NVFP4 and MX int8 / fp6
-    64) where the device was timed (NVIDIA sm90; the interpreter's CPU tensors), else 16."""
+    padding (int4 128, int8 / e4m3 256, W4A8 64, MX fp4 / fp8 / int8 128, NVFP4 and MX fp6
+    64; MX int8 with x other than bf16 64: BF16_ONLY_ROWS; ``x_dtype`` None: any x) where the
+    device was timed (NVIDIA sm90; the interpreter's CPU tensors), else 16."""
     if wfmt not in ROWS_TILE:
         return 16
     most = max(ROWS_TILE[wfmt])
+    if x_dtype not in (None, torch.bfloat16):
+        most = min(most, BF16_ONLY_ROWS.get(wfmt, most))
     if device.type != "cuda":  # (CPU tensors: the interpreter's, else no kernel runs)
         return most if INTERPRET else 16
     return most if _sm90(device.index if device.index is not None else -1) else 16

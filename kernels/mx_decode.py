@@ -18,7 +18,8 @@ MX quantize-dequantized first by the Triton cast) and ``triton.nvfp4wo.decode`` 
 :func:`mx_decode` directly on GPUs and under the interpreter.
 
 Past 16 rows (sm90, session 51) only decode_mma's wider tiles serve (decode_mma_tiles
-.ROWS_TILE: MX fp4, e4m3 and e5m2 to 128 rows, NVFP4, MX int8 and fp6 to 64), on the
+.ROWS_TILE: MX fp4, e4m3, e5m2 and int8 to 128 rows (int8 with fp16 x to 64), NVFP4 and fp6
+to 64), on the
 weight's group-major bytes: :func:`mma_rows` says where; this kernel's own tile holds 16.
 """
 

@@ -254,8 +254,8 @@ class MXWeight(MXTensor, QuantizedWeight):
     @property
     def dispatch_variant(self) -> str | None:
         """ "fp6" for fp6 codes (four in three bytes: dispatch.VARIANT_BY_M), "int8" for int8
-        ones (sm90's decode band ends at 64 rows for both: dispatch.ARCH_VARIANT_BY_M), else
-        None."""
+        ones (sm90's decode band ends at 64 rows for fp6 and for int8 with fp16 x:
+        dispatch.ARCH_VARIANT_BY_M, ARCH_VARIANT_DTYPE_BY_M), else None."""
         if self.elem.spec.bits == 6:
             return "fp6"
         return "int8" if self.elem is MXElem.INT8 else None

@@ -24,11 +24,12 @@ from aoq.testing.metrics import max_rel_error
 pytestmark = NEEDS_KERNELS
 
 # each element at each of its paddings (17 rows in 32, 40 and 64 in 64, 100 in 128: MX fp4,
-# e4m3 and e5m2 only), split and not
+# e4m3, e5m2 and int8 (bf16 x) only), split and not
 CASES = [
     ("fp4_e2m1", 17, 3), ("fp4_e2m1", 100, 1), ("nvfp4", 40, 1), ("nvfp4", 64, 3),
     ("fp8_e4m3", 40, 3), ("fp8_e4m3", 100, 1), ("fp8_e5m2", 17, 1), ("fp8_e5m2", 100, 3),
-    ("int8", 17, 1), ("int8", 64, 3), ("fp6_e3m2", 40, 1), ("fp6_e2m3", 64, 3),
+    ("int8", 17, 1), ("int8", 64, 3), ("int8", 100, 3), ("fp6_e3m2", 40, 1),
+    ("fp6_e2m3", 64, 3),
 ]  # fmt: skip
 
 
@@ -118,9 +119,14 @@ def test_past_sixteen_rows_only_decode_mma_serves():
     with pytest.raises(ValueError, match="past 16 rows"):
         mx_decode.mx_decode_triton(x, q, gm.contiguous(), None, "fp4_e2m1", 32, None)
     assert mx_decode.serves(x[:16], q, 32) is None
-    # NVFP4, MX int8 and fp6 stop at 64 rows (at 128 the emulated path was the faster)
-    for elem in ("nvfp4", "int8", "fp6_e3m2"):
-        args, kw, _ = _case(elem, 100)
+    # NVFP4, fp6 and MX int8 with fp16 x stop at 64 rows (at 128 the emulated path was the
+    # faster; MX int8's 128-row tile takes bf16 x only: decode_mma_tiles.BF16_ONLY_ROWS)
+    for elem, xdt in (("nvfp4", torch.bfloat16), ("int8", torch.float16),
+                      ("fp6_e3m2", torch.bfloat16)):  # fmt: skip
+        args, kw, _ = _case(elem, 100, xdt)
         zero = args[3] if elem == "nvfp4" else kw["big_scales"]
         wfmt = WeightFormat.NVFP4 if elem == "nvfp4" else mx_decode.DECODE_MMA_FORMATS[MXElem(elem)]
         assert mx_decode.mma_rows(args[0], args[1], args[2], zero, args[5], wfmt) == 16, elem
+    args, kw, _ = _case("int8", 100)
+    rows = mx_decode.mma_rows(args[0], args[1], args[2], kw["big_scales"], 32, WeightFormat.MX_INT8)
+    assert rows == (100 if dm.max_rows(WeightFormat.MX_INT8, args[0].device) >= 100 else 16)

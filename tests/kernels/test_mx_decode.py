@@ -261,9 +261,9 @@ def test_dispatch_rows(backend):
     """Decode band: the MX decode kernel, then the emulated path where it refuses a call (a
     recorded fallback); past it and for float32 activations the emulated path (dequantize,
     then the BLAS matmul), as intended. On sm90 the band runs to MX_ROWS_MAX_M rows for MX
-    fp4 and fp8, MX_NARROW_ROWS_MAX_M for NVFP4 and MX int8 and fp6 (decode_mma_tiles
-    .ROWS_TILE, session 51); other CUDA archs end at 16. fp6 codes: the same on CUDA
-    (decode_mma's fp6 loop), the emulated path at any M elsewhere."""
+    fp4, fp8 and int8 with bf16 x, MX_NARROW_ROWS_MAX_M for NVFP4, fp6 and MX int8 with fp16 x
+    (decode_mma_tiles.ROWS_TILE, sessions 51 and 53); other CUDA archs end at 16. fp6 codes:
+    the same on CUDA (decode_mma's fp6 loop), the emulated path at any M elsewhere."""
     platform = dispatch.Platform(dispatch.Backend(backend), "sm90" if backend == "cuda" else "x")
     rows = {
         dispatch.Scheme.MX_WEIGHT_ONLY: ("triton.mxwo.decode", "emulated.mx_dequant_mm"),
@@ -276,11 +276,13 @@ def test_dispatch_rows(backend):
         past = (decode, emulated) if backend == "cuda" else (emulated,)
         mx = scheme.value.startswith("mx")
         narrow = dispatch.MX_NARROW_ROWS_MAX_M
-        for variant, most in ((None, dispatch.MX_ROWS_MAX_M if mx else narrow),
-                              ("int8", narrow), ("fp6", narrow)):  # fmt: skip
+        wide = dispatch.MX_ROWS_MAX_M if mx else narrow
+        for variant, most in ((None, wide), ("int8", wide), ("fp6", narrow)):
             if not mx and variant:
                 continue
             for dtype in (torch.bfloat16, torch.float16):
+                if variant == "int8" and dtype == torch.float16:
+                    most = narrow  # (its 128-row tile takes bf16 x only)
                 for m, want in ((17, past), (most, past), (most + 1, (emulated,))):
                     got = dispatch.candidates(scheme, platform, m, dtype, variant)
                     if variant == "fp6" and backend != "cuda":
