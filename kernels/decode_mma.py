@@ -112,8 +112,9 @@ def _decode_mma_kernel(
     fp4, 5 fp8 e4m3, 6 fp6 e3m2, 7 fp6 e2m3, 8 fp8 e5m2): BIG 0 every block scale is at
     most 2**1 (e4m3: 2**7, e3m2: 2**3, e5m2: 2**15; one multiply), 1 some is above (a
     second multiply), 2 the host does not know: the int32 at z_ptr says. fp6:
-    decode_mma_fp6.py's loop. MX int8 (10), and e4m3 under POST: each block's scale on its
-    float32 product tile (decode_mma_steps._post_scaled_step; BIG unused); XMX (MX int8): x
+    decode_mma_fp6.py's loop. MX int8 (10) without WIDE, and e4m3 under POST: each block's
+    scale on its float32 product tile (decode_mma_steps._post_scaled_step; BIG unused); WIDE
+    (decode_mma_wide.py): a step's blocks on one MMA; XMX (MX int8): x
     holds MX int8 codes and xs their E8M0 bytes [M, K / GROUP_SIZE], on the integer MMA
     (decode_mma_steps._int8_block_step).
     SPLIT_K > 1
@@ -313,7 +314,7 @@ def decode_mma(
     bn = cfg.pop("BLOCK_N")
     want = cfg.pop("STEP_K")
     dev_step = cfg.pop("STEP_K_DEV", None)  # (the step where MX's BIG flag is on the device)
-    if dev_step and wfmt in MX_FORMATS and zero is not None and zero.numel() == 1:
+    if dev_step and wfmt in MX_FORMATS and zero is not None and BIG_MODE.get(zero.numel()) == 2:
         want = dev_step
     per_sm = cfg.pop("per_sm", 4)
     exact = cfg.pop("exact", False)
@@ -332,7 +333,7 @@ def decode_mma(
     cfg["ZW"] = wfmt is WeightFormat.UINT4 and zero is not None and zero.dtype == torch.int32
     # NVX (NVFP4, bf16 x): steps exact in bf16, the tensor scale on the sums (nvfp4_codes)
     cfg["NVX"] = cfg.get("NVX", False) and wfmt is WeightFormat.NVFP4 and x.dtype == torch.bfloat16
-    # POST (MX fp8 e4m3): each block's scale on its float32 product tile (MX int8 always)
+    # POST (MX fp8 e4m3): each block's scale on its float32 product tile (MX int8 off WIDE)
     cfg["POST"] = cfg.get("POST", False) and wfmt is WeightFormat.MX_FP8
     if cfg.get("WT") and cfg["num_warps"] >= 4:
         raise ValueError(

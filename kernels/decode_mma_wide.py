@@ -1,7 +1,7 @@
 """decode_mma's WIDE steps for the formats whose scales are in the codes' values (MX fp4 and
-fp8, NVFP4): a whole step of groups decoded at once and multiplied by one MMA over its K (two
-for the nibble formats), with the MMA both orientations share (:func:`_weights_mma`). Split
-from decode_mma_steps.py to keep each file readable."""
+fp8, NVFP4, MX int8 with bf16 x): a whole step of groups decoded at once and multiplied by one
+MMA over its K (two for the nibble formats), with the MMA both orientations share
+(:func:`_weights_mma`). Split from decode_mma_steps.py to keep each file readable."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def _wide_step(acc, acc_t, xrows, wrows, nmask, mmask, k0, s0, z0, s1, z1, s2, z
                BLOCK_K: tl.constexpr, BIG: tl.constexpr, ASM: tl.constexpr,
                UPCAST: tl.constexpr, WT: tl.constexpr, NVX: tl.constexpr):  # fmt: skip
     """WIDE (the formats whose scales can ride the codes' values: MX fp4 and fp8, NVFP4; MX
-    int8 with bf16 x, a probe, each code times its block's bf16 step 2**(b - 133)): the
+    int8 with bf16 x, each code times its block's bf16 step 2**(b - 133)): the
     whole step of GROUPS groups decoded at once, each code by its own group's scale (NVFP4:
     block's step; spread over the step's columns by _common.block_columns, whose join and
     reshape take the layout of the MMA operand, where a select by column forced the decoded
@@ -63,7 +63,7 @@ def _wide_step(acc, acc_t, xrows, wrows, nmask, mmask, k0, s0, z0, s1, z1, s2, z
     xt = tl.load(xrows + (k0 + tl.arange(0, BLOCK_K))[None, :], mask=mmask[:, None], other=0)
     if WFMT == 5 or WFMT == 8 or WFMT == 10:  # MX fp8 and int8: a byte a code
         b = tl.load(wrows + k0, mask=nmask[:, None], other=0)
-        if WFMT == 10 and ASM:  # (a probe) int8: each block's bf16 step, built a row at a time
+        if WFMT == 10 and ASM:  # int8: each block's bf16 step, built a row at a time
             p = block_columns(int8_steps(s0), int8_steps(s1), int8_steps(s2), int8_steps(s3),
                               BLOCK_K, GROUPS)  # fmt: skip
             w = mxint8_codes(b, p, ASM)
