@@ -96,12 +96,13 @@ DECODE_ROWS_MAX_M = {
 """Weight-only on sm90: the decode kernel up to this many rows (kernels/decode_mma_tiles
 .ROWS_TILE's largest padding), where it takes them."""
 MX_ROWS_MAX_M = 128
-"""MX fp4, e4m3, e5m2 and int8 (bf16 x) on sm90: the decode kernel up to this many rows
-(kernels/decode_mma_tiles.ROWS_TILE), where it takes them; the emulated path past it."""
+"""MX fp4, e4m3, e5m2 and int8 (bf16 x) and NVFP4 on sm90: the decode kernel up to this many
+rows (kernels/decode_mma_tiles.ROWS_TILE; from 65 rows kernels/wt_rows_mx.py, NVFP4's only
+tile past 64), where it takes them; the emulated path past it."""
 MX_NARROW_ROWS_MAX_M = 64
-"""NVFP4, MX fp6 and MX int8 with fp16 x on sm90: the same, to 64 rows (at 128 the emulated
-path was the faster, bench/NOTES.md session 51; NVFP4 with a step's groups on one MMA too,
-session 52; MX int8 with bf16 x takes WIDE steps to 128 since session 53)."""
+"""MX fp6 and MX int8 with fp16 x on sm90: the same, to 64 rows (at 128 the emulated path was
+the faster, bench/NOTES.md session 51; MX int8 with bf16 x takes WIDE steps to 128 since
+session 53)."""
 W4A8_ROWS_MAX_M = 64
 """W4A8 on sm90: the decode kernel up to this many rows, where it takes them."""
 W4A8_WT_ROWS_MAX_M = 128
@@ -221,16 +222,15 @@ def _gpu_rows() -> None:
         for backend in (Backend.CUDA, Backend.ROCM, Backend.INTERPRET):
             BY_M[(scheme, backend)] = ((DECODE_MAX_M, (decode, emulated)), (M_ANY, (emulated,)))
             DTYPE_BY_M[(scheme, backend, torch.float32)] = ((M_ANY, (emulated,)),)
-        # sm90, 17-128 rows of bf16 / fp16 x (NVFP4, MX fp6 and MX int8 with fp16 x: 17-64):
-        # the decode kernel's wider tiles (decode_mma_tiles.ROWS_TILE), 1.1-3.9x the emulated
-        # path, which had run at 0.21-0.43x bf16 there (H200, bench/NOTES.md sessions 51-53)
-        wide = scheme in (Scheme.MX_WEIGHT_ONLY, Scheme.MX_MX)
-        most = MX_ROWS_MAX_M if wide else MX_NARROW_ROWS_MAX_M
+        # sm90, 17-128 rows of bf16 / fp16 x (MX fp6 and MX int8 with fp16 x: 17-64): the
+        # decode kernel's wider tiles (decode_mma_tiles.ROWS_TILE, kernels/wt_rows_mx.py),
+        # 1.1-3.9x the emulated path, which had run at 0.21-0.43x bf16 there (H200,
+        # bench/NOTES.md sessions 51-54)
         ARCH_BY_M[(scheme, Backend.CUDA, "sm90")] = (
-            (most, (decode, emulated)),
+            (MX_ROWS_MAX_M, (decode, emulated)),
             (M_ANY, (emulated,)),
         )
-        if wide:
+        if scheme in (Scheme.MX_WEIGHT_ONLY, Scheme.MX_MX):
             narrow = ((MX_NARROW_ROWS_MAX_M, (decode, emulated)), (M_ANY, (emulated,)))
             ARCH_VARIANT_BY_M[(scheme, Backend.CUDA, "sm90", "fp6")] = narrow
             int8_fp16 = (scheme, Backend.CUDA, "sm90", "int8", torch.float16)

@@ -1,11 +1,13 @@
-"""Probe: weight-only linears at 65-128 rows three ways, through F.linear on quantized weights
-(the library's whole path: dispatch, the weight's GPU layouts, split, reduction).
+"""Probe: weight-only, MX and NVFP4 linears at 65-128 rows three ways, through F.linear on
+quantized weights (the library's whole path: dispatch, the weight's GPU layouts, split,
+reduction).
 
 ``python -m bench.rows_ab [--configs int8wo,fp8wo,int4wo-g128] [--ms 65,80,96,112,128]
 [--shapes 8192x8192,4096x14336,14336x4096]`` prints a line per shape, config and M: bf16
-``F.linear`` and µs (graph replays over 8 weight copies, past L2) with kernels/wt_rows.py off
-(``mma``: decode_mma), on with x through its tensor descriptor (``tma``) and on with x by
-masked loads (``ptr``), every format served from 65 rows for the probe.
+``F.linear`` and µs (graph replays over 8 weight copies, past L2) with kernels/wt_rows.py and
+wt_rows_mx.py off (``mma``: decode_mma; NVFP4 past 64 rows: the emulated path), on with x
+through its tensor descriptor (``tma``) and on with x by masked loads (``ptr``), every format
+served from 65 rows for the probe.
 
 Why (session 50): wt_rows's descriptor box over x holds 128 rows, and where x has fewer the
 box runs past its last row; such loads ran slowly on an H200. This is the table that
@@ -21,7 +23,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from aoq.kernels import wt_rows
+from aoq.kernels import wt_rows, wt_rows_mx
 
 from bench.band_sweep import _quantized
 from bench.decode_rows import parse_shapes
@@ -35,13 +37,16 @@ WAYS = {"mma": (False, wt_rows.ROWS + 1), "tma": (True, 1), "ptr": (True, wt_row
 def way(name: str) -> Iterator[None]:
     """wt_rows as ``name`` sets it, every format served from 65 rows; restored after."""
     saved = wt_rows.ENABLED, wt_rows.X_DESC_ROWS, dict(wt_rows.MIN_ROWS)
+    saved_mx = dict(wt_rows_mx.MIN_ROWS)
     wt_rows.ENABLED, wt_rows.X_DESC_ROWS = WAYS[name]
     wt_rows.MIN_ROWS.update(dict.fromkeys(wt_rows.MIN_ROWS, 65))
+    wt_rows_mx.MIN_ROWS.update(dict.fromkeys(wt_rows_mx.MIN_ROWS, 65))
     try:
         yield
     finally:
         wt_rows.ENABLED, wt_rows.X_DESC_ROWS = saved[:2]
         wt_rows.MIN_ROWS.update(saved[2])
+        wt_rows_mx.MIN_ROWS.update(saved_mx)
 
 
 def _calls(xs: list[torch.Tensor], ws: list[Any]) -> list[Callable[[], Any]]:

@@ -63,29 +63,13 @@ def _wide_step(acc, acc_t, xrows, wrows, nmask, mmask, k0, s0, z0, s1, z1, s2, z
     xt = tl.load(xrows + (k0 + tl.arange(0, BLOCK_K))[None, :], mask=mmask[:, None], other=0)
     if WFMT == 5 or WFMT == 8 or WFMT == 10:  # MX fp8 and int8: a byte a code
         b = tl.load(wrows + k0, mask=nmask[:, None], other=0)
-        if WFMT == 10 and ASM:  # int8: each block's bf16 step, built a row at a time
-            p = block_columns(int8_steps(s0), int8_steps(s1), int8_steps(s2), int8_steps(s3),
-                              BLOCK_K, GROUPS)  # fmt: skip
-            w = mxint8_codes(b, p, ASM)
-        elif WFMT == 10:
-            w = mxint8_codes(b, block_columns(s0, s1, s2, s3, BLOCK_K, GROUPS), ASM)
-        else:
-            sbb = block_columns(s0, s1, s2, s3, BLOCK_K, GROUPS)
-            w = mxfp8_codes(b, sbb, BIG, ASM, xt.dtype == tl.float16, WFMT == 8)
+        w = wide_bytes(b, s0, s1, s2, s3, WFMT, GROUPS, BLOCK_K, BIG, ASM, xt.dtype == tl.float16)
         acc, acc_t = _weights_mma(acc, acc_t, w, xt, UPCAST, WT)
     else:
         b = tl.load(wrows + k0 // 2, mask=nmask[:, None], other=0)
         C: tl.constexpr = BLOCK_K // 2
-        if WFMT == 9:  # NVFP4: each group's two blocks of 16 (8 bytes), their float32 steps
-            tl.static_assert(GROUPS <= 2, "WIDE NVFP4: at most two groups (four blocks) a step")
-            d = block_columns(s0, z0, s1, z1, C, 2 * GROUPS)
-            if NVX:
-                lo, hi = nvfp4_exact_codes(b, d, ASM)
-            else:
-                lo, hi = nvfp4_codes(b, d, ASM, xt.dtype == tl.float16)
-        else:
-            sbb = block_columns(s0, s1, s2, s3, C, GROUPS)
-            lo, hi = fp4_codes(b, sbb, BIG, ASM, xt.dtype == tl.float16)
+        lo, hi = wide_nibbles(b, s0, z0, s1, z1, s2, s3, WFMT, GROUPS, C, BIG, ASM,
+                              xt.dtype == tl.float16, NVX)  # fmt: skip
         if not UPCAST:
             lo, hi = lo.to(xt.dtype), hi.to(xt.dtype)
         xe, xo = tl.split(tl.reshape(xt, (xt.shape[0], C, 2)))
@@ -96,3 +80,43 @@ def _wide_step(acc, acc_t, xrows, wrows, nmask, mmask, k0, s0, z0, s1, z1, s2, z
             acc = mma(xe, tl.trans(lo), acc, UPCAST, "ieee")
             acc = mma(xo, tl.trans(hi), acc, UPCAST, "ieee")
     return acc, acc_t
+
+
+@triton.jit
+def wide_bytes(b, s0, s1, s2, s3, WFMT: tl.constexpr, GROUPS: tl.constexpr,
+               BLOCK_K: tl.constexpr, BIG: tl.constexpr, ASM: tl.constexpr,
+               F16: tl.constexpr):  # fmt: skip
+    """A step's MX 8-bit codes b uint8 [R, BLOCK_K] (WFMT 5 e4m3, 8 e5m2, 10 int8) with the
+    E8M0 bytes s0-s3 [R] (int32) of its GROUPS blocks -> their weights [R, BLOCK_K]: bf16
+    (F16: fp16) from the assembly, float32 under the interpreter (decode_mma's WIDE steps,
+    wt_rows_mx.py)."""
+    if WFMT == 10 and ASM:  # int8: each block's bf16 step, built a row at a time
+        p = block_columns(int8_steps(s0), int8_steps(s1), int8_steps(s2), int8_steps(s3),
+                          BLOCK_K, GROUPS)  # fmt: skip
+        w = mxint8_codes(b, p, ASM)
+    elif WFMT == 10:
+        w = mxint8_codes(b, block_columns(s0, s1, s2, s3, BLOCK_K, GROUPS), ASM)
+    else:
+        sbb = block_columns(s0, s1, s2, s3, BLOCK_K, GROUPS)
+        w = mxfp8_codes(b, sbb, BIG, ASM, F16, WFMT == 8)
+    return w
+
+
+@triton.jit
+def wide_nibbles(b, s0, z0, s1, z1, s2, s3, WFMT: tl.constexpr, GROUPS: tl.constexpr,
+                 C: tl.constexpr, BIG: tl.constexpr, ASM: tl.constexpr, F16: tl.constexpr,
+                 NVX: tl.constexpr):  # fmt: skip
+    """A step's nibble codes b uint8 [R, C] (WFMT 4 MX fp4: E8M0 bytes s0-s3 of its GROUPS
+    blocks; 9 NVFP4: (s, z) each group's two blocks' float32 steps, at most two groups) ->
+    (low nibbles, high nibbles) [R, C], as :func:`wide_bytes`."""
+    if WFMT == 9:  # NVFP4: each group's two blocks of 16 (8 bytes), their float32 steps
+        tl.static_assert(GROUPS <= 2, "WIDE NVFP4: at most two groups (four blocks) a step")
+        d = block_columns(s0, z0, s1, z1, C, 2 * GROUPS)
+        if NVX:
+            lo, hi = nvfp4_exact_codes(b, d, ASM)
+        else:
+            lo, hi = nvfp4_codes(b, d, ASM, F16)
+    else:
+        sbb = block_columns(s0, s1, s2, s3, C, GROUPS)
+        lo, hi = fp4_codes(b, sbb, BIG, ASM, F16)
+    return lo, hi

@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 import triton
 import triton.language as tl
-from aoq.kernels import _common, splitk
+from aoq.kernels import _common, splitk, wt_rows_mx
 from aoq.kernels import decode_mma as dm
 from aoq.kernels import mx_steps as st
 from aoq.kernels import nvfp4_act as na
@@ -193,7 +193,10 @@ def mma_rows(
     m, k = x.shape
     if m <= 16 or gm is None or zero is None or wfmt is None:
         return 16
-    return m if dm.serves(x, qdata, k // block_size, wfmt, gm.view(torch.uint8), zero) else 16
+    s = gm.view(torch.uint8)
+    if wt_rows_mx.serves(x, qdata, s, zero, block_size, wfmt):
+        return m
+    return m if dm.serves(x, qdata, k // block_size, wfmt, s, zero) else 16
 
 
 def fp6_refusal(
@@ -274,6 +277,8 @@ def mx_decode_triton(
         return y.to(x.dtype)
     wfmt = WeightFormat.NVFP4 if nvfp4 else DECODE_MMA_FORMATS.get(elem)
     zero = tensor_scale if nvfp4 else big_scales  # NVFP4's where MX passes the BIG flag
+    if gm and one_row is None and wt_rows_mx.takes(x, qdata, s, zero, bs, wfmt):
+        return wt_rows_mx.wt_rows_mx(x, qdata, s, zero, bias, y, wfmt, split).to(x.dtype)
     if gm and wfmt is not None and dm.serves(x, qdata, k // bs, wfmt, s, zero):
         pdl = _common.decode_pdl(x.device)  # (it waits before reading x)
         if one_row is None:

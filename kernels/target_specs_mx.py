@@ -101,6 +101,33 @@ def _mx_mm_spec(name: str, fmt: str) -> Spec:
     )
 
 
+def _wt_rows_mx_specs(target: str) -> list[Spec]:
+    """kernels/wt_rows_mx.py (MX and NVFP4 weights at 65-128 rows, the decoded weights as the
+    MMA's register operand): MX fp4 (one multiply), e4m3 (BIG's second), int8 and NVFP4 (its
+    exact steps), bf16 x through its descriptor, split in two. Served on sm90 only; the
+    others compile it as their Triton lowers descriptors (sm80 / sm89's mma.sync layouts
+    spill, as wt_rows' int4: a budget there)."""
+    from dataclasses import replace
+
+    from aoq.kernels import wt_rows_mx as wm
+    from aoq.kernels._common import WeightFormat as F
+
+    sig = {"x_ptr": "*bf16", "w_ptr": "*u8", "s_ptr": "*u8", "z_ptr": "*u8", "b_ptr": "*bf16",
+           "y_ptr": "*bf16", "p_ptr": "*fp32"}  # fmt: skip
+    sig.update({a: "i32" for a in ("M", "N", "K", "K_SPLIT")})
+    ce = dict(WFMT=int(F.MX_FP4), GROUP_SIZE=32, HAS_BIAS=True, SPLIT_K=2, ROWS=wm.ROWS,
+              BLOCK_N=wm.BLOCK_N, BLOCK_K=wm.step_k(F.MX_FP4), STAGES=wm.STAGES, BIG=0,
+              ASM=target.startswith("sm"))  # fmt: skip
+    budget = 1024 if target in ("sm80", "sm89") else 0
+    fp4 = Spec("mxfp4.rows", "wt_rows_mx", "_wt_rows_mx_kernel", sig, ce, stages=wm.STAGES,
+               spill_budget=budget)  # fmt: skip
+    e4m3 = replace(fp4, name="mxfp8.rows_big", constexprs={**ce, "WFMT": int(F.MX_FP8), "BIG": 1})
+    int8 = replace(fp4, name="mxint8.rows", constexprs={**ce, "WFMT": int(F.MX_INT8)})
+    nv = {**ce, "WFMT": int(F.NVFP4), "BLOCK_K": wm.step_k(F.NVFP4), "NVX": True}
+    nvfp4 = replace(fp4, name="nvfp4.rows", signature={**sig, "z_ptr": "*fp32"}, constexprs=nv)
+    return [fp4, e4m3, int8, nvfp4]
+
+
 def mx_specs(target: str) -> list[Spec]:
     """The MX / NVFP4 kernels compiled for ``target``."""
     return [
@@ -120,4 +147,5 @@ def mx_specs(target: str) -> list[Spec]:
         _one_row_spec(_mx_decode_spec("mx_decode.fp4", 4, (2, 1, 1, 0), False)),
         _one_row_spec(_mx_decode_spec("mx_decode.nvfp4", 4, (2, 1, 1, 0), True)),
         *_nvfp4_act_specs(),
+        *_wt_rows_mx_specs(target),
     ]

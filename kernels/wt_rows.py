@@ -87,6 +87,28 @@ def _nearest_bf16(w):
 
 
 @triton.jit
+def x_descriptor(x_ptr, M, K, ROWS: tl.constexpr, BLOCK_K: tl.constexpr, X_DESC: tl.constexpr):
+    """x's tensor descriptor (boxes of ROWS x BLOCK_K) where X_DESC, else x_ptr itself."""
+    x_desc = x_ptr
+    if X_DESC:
+        x_desc = tl.make_tensor_descriptor(x_ptr, [M, K], [K, 1], [ROWS, BLOCK_K])
+    return x_desc
+
+
+@triton.jit
+def x_step(x_desc, offs_m, M, K, k0, BLOCK_K: tl.constexpr, X_DESC: tl.constexpr):
+    """x's step at k0 [ROWS, BLOCK_K] through its descriptor, or by masked loads where
+    ``x_desc`` is x's pointer (rows past M as zeros either way)."""
+    if X_DESC:
+        xt = x_desc.load([0, k0])
+    else:
+        offs_k = k0 + tl.arange(0, BLOCK_K)
+        xt = tl.load(x_desc + offs_m[:, None] * K + offs_k[None, :], mask=offs_m[:, None] < M,
+                     other=0.0)  # fmt: skip
+    return xt
+
+
+@triton.jit
 def _wt_rows_kernel(
     x_ptr, w_ptr, s_ptr, z_ptr, b_ptr, y_ptr, p_ptr, M, N, K, K_SPLIT,
     stride_sn, stride_sg, stride_zn, stride_zg,
@@ -113,8 +135,7 @@ def _wt_rows_kernel(
     pid_s = tl.program_id(1)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_m = tl.arange(0, ROWS)
-    if X_DESC:
-        x_desc = tl.make_tensor_descriptor(x_ptr, [M, K], [K, 1], [ROWS, BLOCK_K])
+    x_desc = x_descriptor(x_ptr, M, K, ROWS, BLOCK_K, X_DESC)
     if WFMT == 1 and TILED:  # the codes as rows of one tile row's bytes
         w_desc = tl.make_tensor_descriptor(
             w_ptr, [N * K // BLOCK_K, BLOCK_K // 2], [BLOCK_K // 2, 1], [BLOCK_N, BLOCK_K // 2]
@@ -126,12 +147,7 @@ def _wt_rows_kernel(
     k_lo, k_hi = splitk.k_range(pid_s, K, K_SPLIT, SPLIT_K)
     acc = tl.zeros((BLOCK_N, ROWS), dtype=tl.float32)
     for k0 in tl.range(k_lo, k_hi, BLOCK_K, num_stages=STAGES):
-        if X_DESC:
-            xt = x_desc.load([0, k0])
-        else:
-            offs_k = k0 + tl.arange(0, BLOCK_K)
-            xt = tl.load(x_ptr + offs_m[:, None] * K + offs_k[None, :], mask=offs_m[:, None] < M,
-                         other=0.0)  # fmt: skip
+        xt = x_step(x_desc, offs_m, M, K, k0, BLOCK_K, X_DESC)
         if UPCAST:
             xt = xt.to(tl.float32)
         if WFMT == 1:

@@ -123,7 +123,8 @@ def test_past_sixteen_rows_only_decode_mma_serves():
         mx_decode.mx_decode_triton(x, q, gm.contiguous(), None, "fp4_e2m1", 32, None)
     assert mx_decode.serves(x[:16], q, 32) is None
     # NVFP4, fp6 and MX int8 with fp16 x stop at 64 rows (at 128 the emulated path was the
-    # faster; MX int8's 128-row tile takes bf16 x only: decode_mma_tiles.BF16_ONLY_ROWS)
+    # faster; MX int8's 128-row tile takes bf16 x only: decode_mma_tiles.BF16_ONLY_ROWS);
+    # past 64 NVFP4 goes to kernels/wt_rows_mx.py, which takes N a multiple of 64 (not 130)
     for elem, xdt in (("nvfp4", torch.bfloat16), ("int8", torch.float16),
                       ("fp6_e3m2", torch.bfloat16)):  # fmt: skip
         args, kw, _ = _case(elem, 100, xdt)

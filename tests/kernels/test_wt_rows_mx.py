@@ -1,0 +1,144 @@
+"""kernels/wt_rows_mx.py: MX fp4 / e4m3 / e5m2 / int8 and NVFP4 weights at 65-128 rows with
+the decoded weights as the MMA's register operand (wt_rows' tile, decode_mma's WIDE decode).
+
+The serving rules run anywhere; the kernel runs under TRITON_INTERPRET=1 (``make
+kernels-interpret``) and on an sm90 GPU: against the emulated path's float32-accumulated
+product (its weights dequantized to x's dtype), split or not, with a bias, for each BIG flag
+(known on the host, with and without a large scale, or read on the device), and through
+mx_decode_triton (the path the dispatch takes)."""
+
+import pytest
+import torch
+from _mx_cases import random_case
+from aoq.kernels import mx_decode, wt_rows, wt_rows_mx
+from aoq.kernels._common import INTERPRET, WeightFormat
+
+from aoq.formats.mx import MXElem, mx_dequantize, pack_mx_codes
+from aoq.formats.nvfp4 import nvfp4_dequantize, nvfp4_quantize
+from aoq.formats.packing import pack_uint4
+from aoq.tensors.mx import BIG_LIMIT, big_scale_flag
+from aoq.testing.metrics import max_rel_error
+
+GPU = torch.cuda.is_available() and not INTERPRET and wt_rows._sm90(-1)
+runs = pytest.mark.skipif(
+    not (INTERPRET or GPU), reason="needs TRITON_INTERPRET=1 before import, or an sm90 GPU"
+)
+DEV = "cuda" if GPU else "cpu"
+FMT = {"nvfp4": WeightFormat.NVFP4, **{e.value: f for e, f in mx_decode.DECODE_MMA_FORMATS.items()}}
+
+
+@pytest.fixture
+def enabled(monkeypatch):
+    monkeypatch.setattr(wt_rows, "ENABLED", True)
+
+
+def _case(elem: str, m: int, xdt: torch.dtype, n: int = 192, k: int = 512, big: bool = False):
+    """(x, codes, group-major scale bytes, BIG flag or tensor scale, bias, the emulated
+    product) for a random weight [n, k]; ``big``: one block's scale raised past BIG_LIMIT."""
+    g = torch.Generator().manual_seed(m)
+    if elem == "nvfp4":
+        codes, scale, ts = nvfp4_quantize(torch.randn(n, k, generator=g) * 0.02)
+        w = nvfp4_dequantize(codes, scale, ts, 16, xdt).float()
+        x = torch.randn(m, k, generator=g).to(xdt)
+        bias = torch.randn(n, generator=g).to(xdt)
+        s, q, zero = scale.view(torch.uint8), pack_uint4(codes), ts
+    else:
+        e = MXElem(elem)
+        codes, scale, x, bias, _ = random_case(e, n, k, m, xdt, m)
+        s = scale.view(torch.uint8).clone()
+        if big:  # one block 2**(limit + 3 - 127): the second multiply (decode_mma_wide)
+            s[5, 3] = BIG_LIMIT[e] + 3
+            x = x / 64  # (its products stay finite in x's dtype)
+        w = mx_dequantize(codes, s.view(scale.dtype), e, 32, 1, xdt).float()
+        q, zero = pack_mx_codes(codes, e), big_scale_flag(s, BIG_LIMIT[e])
+    want = x.float() @ w.T + bias.float()
+    gm = s.t().contiguous().t()
+    return x.to(DEV), q.to(DEV), gm.to(DEV), zero.to(DEV), bias.to(DEV), want
+
+
+CASES = [
+    ("fp4_e2m1", 128, torch.bfloat16, 1), ("fp4_e2m1", 65, torch.float16, 2),
+    ("fp8_e4m3", 100, torch.bfloat16, 2), ("fp8_e4m3", 128, torch.float16, 1),
+    ("fp8_e5m2", 112, torch.bfloat16, 1), ("int8", 65, torch.bfloat16, 1),
+    ("int8", 128, torch.bfloat16, 3), ("nvfp4", 128, torch.bfloat16, 1),
+    ("nvfp4", 96, torch.float16, 2),
+]  # fmt: skip
+
+
+@runs
+@pytest.mark.parametrize("elem,m,xdt,split", CASES)
+def test_matches_the_emulated_product(elem, m, xdt, split, enabled):
+    """Each format at 65-128 rows (x by masked loads below wt_rows.X_DESC_ROWS, through its
+    descriptor from there), K split or not, a bias: the emulated product."""
+    x, q, gm, zero, bias, want = _case(elem, m, xdt)
+    wfmt = FMT[elem]
+    assert wt_rows_mx.serves(x, q, gm, zero, 16 if elem == "nvfp4" else 32, wfmt)
+    y = torch.empty(m, q.shape[0], dtype=torch.float32 if INTERPRET else xdt, device=DEV)
+    wt_rows_mx.wt_rows_mx(x, q, gm, zero, bias, y, wfmt, split)
+    assert max_rel_error(want, y.float().cpu()) < 4e-3
+
+
+@runs
+@pytest.mark.parametrize("flag", ["small", "big", "device"])
+@pytest.mark.parametrize("elem", ["fp4_e2m1", "fp8_e4m3"])
+def test_each_big_flag_matches_the_emulated_product(elem, flag, enabled):
+    """The BIG flag known on the host without and with a block scale past BIG_LIMIT (the
+    second multiply), and read on the device (its length 1: the second multiply everywhere)."""
+    x, q, gm, zero, bias, want = _case(elem, 128, torch.bfloat16, big=flag != "small")
+    if flag == "device":
+        zero = torch.tensor([1], dtype=torch.int32, device=DEV)
+    assert zero.numel() == {"small": 0, "big": 2, "device": 1}[flag]
+    y = torch.empty(128, q.shape[0], dtype=torch.float32 if INTERPRET else torch.bfloat16,
+                    device=DEV)  # fmt: skip
+    wt_rows_mx.wt_rows_mx(x, q, gm, zero, bias, y, FMT[elem], 2)
+    assert max_rel_error(want, y.float().cpu()) < 4e-3
+
+
+@runs
+@pytest.mark.parametrize("elem", ["fp4_e2m1", "int8", "nvfp4"])
+def test_mx_decode_takes_the_rows(elem, enabled, monkeypatch):
+    """mx_decode_triton (the dispatch's entry) sends 100 rows here where serves holds, and to
+    decode_mma (MX) with wt_rows off; both the emulated product."""
+    x, q, gm, zero, bias, want = _case(elem, 100, torch.bfloat16)
+    nv = elem == "nvfp4"
+    ran = []
+    real = wt_rows_mx.wt_rows_mx
+    monkeypatch.setattr(wt_rows_mx, "wt_rows_mx", lambda *a, **k: ran.append(1) or real(*a, **k))
+    args = (x, q, gm, zero if nv else None, "fp4_e2m1" if nv else elem, 16 if nv else 32, bias)
+    kw = {} if nv else {"big_scales": zero}
+    assert mx_decode.mma_rows(x, q, gm, zero, args[5], FMT[elem]) == 100
+    y = mx_decode.mx_decode_triton(*args, **kw)
+    assert ran == [1]
+    assert max_rel_error(want, y.float().cpu()) < 4e-3
+    monkeypatch.setattr(wt_rows, "ENABLED", False)
+    if nv:  # (decode_mma stops at 64 rows for NVFP4)
+        assert mx_decode.mma_rows(x, q, gm, zero, 16, FMT[elem]) == 16
+        return
+    y = mx_decode.mx_decode_triton(*args, **kw)
+    assert ran == [1]
+    assert max_rel_error(want, y.float().cpu()) < 4e-3
+
+
+@runs
+def test_serving_rules(enabled):
+    """What serves refuses: rows outside MIN_ROWS..ROWS, MX int8 with fp16 x, blocks other
+    than 32 (MX), row-major scale bytes, N not a multiple of BLOCK_N, K not of the step,
+    an unaligned x; off with AOQ_WT_ROWS=0."""
+    x, q, gm, zero, _, _ = _case("fp8_e4m3", 100, torch.bfloat16)
+    e4m3 = WeightFormat.MX_FP8
+    assert wt_rows_mx.serves(x, q, gm, zero, 32, e4m3)
+    assert not wt_rows_mx.serves(x[:64], q, gm, zero, 32, e4m3)
+    big = torch.zeros(129, 512, dtype=torch.bfloat16, device=DEV)
+    assert not wt_rows_mx.serves(big, q, gm, zero, 32, e4m3)
+    assert not wt_rows_mx.serves(x, q, gm, zero, 64, e4m3)
+    assert not wt_rows_mx.serves(x, q, gm.contiguous(), zero, 32, e4m3)
+    xu = torch.empty(100 * 512 + 4, dtype=torch.bfloat16, device=DEV)[4:].view(100, 512)
+    assert not wt_rows_mx.serves(xu, q, gm, zero, 32, e4m3)  # (8 bytes past an aligned base)
+    assert not wt_rows_mx.serves(x, q[:130], gm[:130], zero, 32, e4m3)
+    assert not wt_rows_mx.serves(x, q, gm, zero, 32, WeightFormat.MX_FP6_E3M2)
+    x8, q8, gm8, zero8, _, _ = _case("int8", 100, torch.float16)
+    assert not wt_rows_mx.serves(x8, q8, gm8, zero8, 32, WeightFormat.MX_INT8)
+    xk, qk, gmk, zk, _, _ = _case("nvfp4", 100, torch.bfloat16, k=544)
+    assert not wt_rows_mx.serves(xk, qk, gmk, zk, 16, WeightFormat.NVFP4)
+    wt_rows.ENABLED = False
+    assert not wt_rows_mx.serves(x, q, gm, zero, 32, e4m3)
