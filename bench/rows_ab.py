@@ -7,7 +7,8 @@ reduction).
 ``F.linear`` and µs (graph replays over 8 weight copies, past L2) with kernels/wt_rows.py and
 wt_rows_mx.py off (``mma``: decode_mma; NVFP4 past 64 rows: the emulated path), on with x
 through its tensor descriptor (``tma``) and on with x by masked loads (``ptr``), every format
-served from 65 rows for the probe.
+served from 65 rows for the probe. ``--ways`` picks some of the three, ``--mx-tile`` sets
+wt_rows_mx.TILE (its K split's programs an SM, its pipeline's stages) for every format.
 
 Why (session 50): wt_rows's descriptor box over x holds 128 rows, and where x has fewer the
 box runs past its last row; such loads ran slowly on an H200. This is the table that
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -58,7 +60,12 @@ def main() -> None:
     ap.add_argument("--configs", default="int8wo,fp8wo,int4wo-g128")
     ap.add_argument("--ms", default="65,80,96,112,128")
     ap.add_argument("--shapes", default="8192x8192,4096x14336,14336x4096", help="K x N")
+    ap.add_argument("--ways", default=",".join(WAYS), help="of " + ", ".join(WAYS))
+    ap.add_argument("--mx-tile", default="{}", help='wt_rows_mx.TILE for every format, e.g. '
+                    '\'{"per_sm": 4, "stages": 4}\'')  # fmt: skip
     args = ap.parse_args()
+    tile = json.loads(args.mx_tile)
+    wt_rows_mx.TILE.update(dict.fromkeys(wt_rows_mx.MIN_ROWS, tile) if tile else {})
     from aoq.testing.cases import inference_configs
 
     configs = {c.id: c for c in inference_configs()}
@@ -70,7 +77,7 @@ def main() -> None:
             for m in (int(v) for v in args.ms.split(",")):
                 xs = [torch.randn(m, k, dtype=torch.bfloat16, device="cuda") for _ in range(8)]
                 cols = {"bf16": graph_us(_calls(xs, wb))}
-                for name in WAYS:
+                for name in args.ways.split(","):
                     with way(name):
                         cols[name] = graph_us(_calls(xs, ws), warm_s=0.1)
                 row = " ".join(f"{a} {v:6.1f}" for a, v in cols.items())

@@ -10,6 +10,7 @@ import triton
 import triton.language as tl
 from aoq.kernels._common import WeightFormat, block_columns, mma
 from aoq.kernels.bf16_codes import fp4_codes, int8_steps, mxfp8_codes, mxint8_codes
+from aoq.kernels.mx_el_codes import fp4_el_codes, mx_steps, mxfp8_el_codes
 from aoq.kernels.nvfp4_codes import nvfp4_codes, nvfp4_exact_codes
 
 
@@ -83,14 +84,33 @@ def _wide_step(acc, acc_t, xrows, wrows, nmask, mmask, k0, s0, z0, s1, z1, s2, z
 
 
 @triton.jit
+def _el_steps(s0, s1, s2, s3, W: tl.constexpr, GROUPS: tl.constexpr, LIMIT: tl.constexpr,
+              BIAS: tl.constexpr, BIG: tl.constexpr):  # fmt: skip
+    """EL: the blocks' bf16 steps (mx_el_codes.mx_steps) spread over a step's W columns."""
+    p0, q0 = mx_steps(s0, LIMIT, BIAS, BIG)
+    p1, q1 = mx_steps(s1, LIMIT, BIAS, BIG)
+    p2, q2 = mx_steps(s2, LIMIT, BIAS, BIG)
+    p3, q3 = mx_steps(s3, LIMIT, BIAS, BIG)
+    p = block_columns(p0, p1, p2, p3, W, GROUPS)
+    q = p
+    if BIG:
+        q = block_columns(q0, q1, q2, q3, W, GROUPS)
+    return p, q
+
+
+@triton.jit
 def wide_bytes(b, s0, s1, s2, s3, WFMT: tl.constexpr, GROUPS: tl.constexpr,
                BLOCK_K: tl.constexpr, BIG: tl.constexpr, ASM: tl.constexpr,
-               F16: tl.constexpr):  # fmt: skip
+               F16: tl.constexpr, EL: tl.constexpr = False):  # fmt: skip
     """A step's MX 8-bit codes b uint8 [R, BLOCK_K] (WFMT 5 e4m3, 8 e5m2, 10 int8) with the
     E8M0 bytes s0-s3 [R] (int32) of its GROUPS blocks -> their weights [R, BLOCK_K]: bf16
     (F16: fp16) from the assembly, float32 under the interpreter (decode_mma's WIDE steps,
-    wt_rows_mx.py)."""
-    if WFMT == 10 and ASM:  # int8: each block's bf16 step, built a row at a time
+    wt_rows_mx.py). EL: fp8 with a step per code (kernels/mx_el_codes.py: any layout)."""
+    if EL and ASM and WFMT != 10:
+        LIMIT: tl.constexpr = 142 if WFMT == 8 else 134
+        p, q = _el_steps(s0, s1, s2, s3, BLOCK_K, GROUPS, LIMIT, LIMIT - 127, BIG)
+        w = mxfp8_el_codes(b, p, q, BIG, F16, WFMT == 8)
+    elif WFMT == 10 and ASM:  # int8: each block's bf16 step, built a row at a time
         p = block_columns(int8_steps(s0), int8_steps(s1), int8_steps(s2), int8_steps(s3),
                           BLOCK_K, GROUPS)  # fmt: skip
         w = mxint8_codes(b, p, ASM)
@@ -105,11 +125,14 @@ def wide_bytes(b, s0, s1, s2, s3, WFMT: tl.constexpr, GROUPS: tl.constexpr,
 @triton.jit
 def wide_nibbles(b, s0, z0, s1, z1, s2, s3, WFMT: tl.constexpr, GROUPS: tl.constexpr,
                  C: tl.constexpr, BIG: tl.constexpr, ASM: tl.constexpr, F16: tl.constexpr,
-                 NVX: tl.constexpr):  # fmt: skip
+                 NVX: tl.constexpr, EL: tl.constexpr = False):  # fmt: skip
     """A step's nibble codes b uint8 [R, C] (WFMT 4 MX fp4: E8M0 bytes s0-s3 of its GROUPS
     blocks; 9 NVFP4: (s, z) each group's two blocks' float32 steps, at most two groups) ->
-    (low nibbles, high nibbles) [R, C], as :func:`wide_bytes`."""
-    if WFMT == 9:  # NVFP4: each group's two blocks of 16 (8 bytes), their float32 steps
+    (low nibbles, high nibbles) [R, C], as :func:`wide_bytes` (EL: MX fp4's too)."""
+    if EL and ASM and WFMT == 4:
+        p, q = _el_steps(s0, s1, s2, s3, C, GROUPS, 128, 1, BIG)
+        lo, hi = fp4_el_codes(b, p, q, BIG, F16)
+    elif WFMT == 9:  # NVFP4: each group's two blocks of 16 (8 bytes), their float32 steps
         tl.static_assert(GROUPS <= 2, "WIDE NVFP4: at most two groups (four blocks) a step")
         d = block_columns(s0, z0, s1, z1, C, 2 * GROUPS)
         if NVX:

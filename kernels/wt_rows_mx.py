@@ -35,7 +35,9 @@ from aoq.kernels.decode_mma_wide import wide_bytes, wide_nibbles
 ROWS = wt_rows.ROWS
 BLOCK_N = wt_rows.BLOCK_N
 STAGES = wt_rows.STAGES
-PER_SM = wt_rows.PER_SM
+TILE: dict[WeightFormat, dict[str, int]] = {}
+"""Per format, what differs from wt_rows' tile: ``per_sm`` (the K split's aim, wt_rows.PER_SM)
+and ``stages`` (STAGES); a probe's overrides go here (bench/rows_ab.py ``--mx-tile``)."""
 BYTE_FORMATS = (WeightFormat.MX_FP8, WeightFormat.MX_FP8_E5M2, WeightFormat.MX_INT8)
 MIN_ROWS = {
     WeightFormat.MX_FP4: 65,
@@ -90,10 +92,10 @@ def _wt_rows_mx_kernel(
         )  # fmt: skip
         if BYTES:
             w = wide_bytes(b, s0, s1, s2, s3, WFMT, BLOCK_K // GROUP_SIZE, BLOCK_K, BIG, ASM,
-                           xt.dtype == tl.float16)  # fmt: skip
+                           xt.dtype == tl.float16, True)  # fmt: skip
         else:
             lo, hi = wide_nibbles(b, s0, z0, s1, z1, s2, s3, WFMT, BLOCK_K // GROUP_SIZE, CB,
-                                  BIG, ASM, xt.dtype == tl.float16, NVX)  # fmt: skip
+                                  BIG, ASM, xt.dtype == tl.float16, NVX, True)  # fmt: skip
             w = tl.join(lo, hi).reshape(BLOCK_N, BLOCK_K)
         if not UPCAST:
             w = w.to(x_ptr.dtype.element_ty)
@@ -185,7 +187,9 @@ def wt_rows_mx(
     nv = wfmt is WeightFormat.NVFP4
     scratch_allocator()
     n_prog = n // BLOCK_N
-    p = splitk.plan(y, backend_of(x.device), n_prog, k, bk, split, per_sm=PER_SM, fused=False)
+    tile = TILE.get(wfmt, {})
+    per_sm, stages = tile.get("per_sm", wt_rows.PER_SM), tile.get("stages", STAGES)
+    p = splitk.plan(y, backend_of(x.device), n_prog, k, bk, split, per_sm=per_sm, fused=False)
     big = 0 if nv else min(BIG_MODE[zero.numel()], 1)  # (on the device: the second multiply)
     nvx = (x.dtype == torch.bfloat16) if nvx is None else nvx
     s = scale.view(torch.uint8)
@@ -193,9 +197,9 @@ def wt_rows_mx(
         x, qdata, s, zero if nv else s, bias if bias is not None else s, y, p.partials,
         m, n, k, p.k_split,
         WFMT=int(wfmt), GROUP_SIZE=32, HAS_BIAS=bias is not None, SPLIT_K=p.split, ROWS=ROWS,
-        BLOCK_N=BLOCK_N, BLOCK_K=bk, STAGES=STAGES, BIG=big, ASM=not INTERPRET,
+        BLOCK_N=BLOCK_N, BLOCK_K=bk, STAGES=stages, BIG=big, ASM=not INTERPRET,
         NVX=nv and nvx, X_DESC=m >= wt_rows.X_DESC_ROWS, UPCAST=INTERPRET, TRIGGER=p.chain,
-        num_warps=4, num_stages=STAGES,
+        num_warps=4, num_stages=stages,
     )  # fmt: skip
     p.finish(y, bias=bias)
     return y
