@@ -36,8 +36,9 @@ ROWS = wt_rows.ROWS
 BLOCK_N = wt_rows.BLOCK_N
 STAGES = wt_rows.STAGES
 TILE: dict[WeightFormat, dict[str, int]] = {}
-"""Per format, what differs from wt_rows' tile: ``per_sm`` (the K split's aim, wt_rows.PER_SM)
-and ``stages`` (STAGES); a probe's overrides go here (bench/rows_ab.py ``--mx-tile``)."""
+"""Per format, what differs from wt_rows' tile: ``per_sm`` (the K split's aim, wt_rows.PER_SM),
+``stages`` (STAGES) and ``step`` (codes a step, :func:`step_k`: four blocks, or two); a
+probe's overrides go here (bench/rows_ab.py ``--mx-tile``)."""
 BYTE_FORMATS = (WeightFormat.MX_FP8, WeightFormat.MX_FP8_E5M2, WeightFormat.MX_INT8)
 MIN_ROWS = {
     WeightFormat.MX_FP4: 65,
@@ -52,8 +53,9 @@ X_DTYPES = {WeightFormat.MX_INT8: (torch.bfloat16,)}
 
 
 def step_k(wfmt: WeightFormat) -> int:
-    """Codes a step: four blocks (MX: 128; NVFP4: 64, two of decode_mma's groups of 32)."""
-    return 64 if wfmt is WeightFormat.NVFP4 else 128
+    """Codes a step: TILE's ``step``, else four blocks (MX: 128; NVFP4: 64, two of
+    decode_mma's groups of 32)."""
+    return TILE.get(wfmt, {}).get("step", 64 if wfmt is WeightFormat.NVFP4 else 128)
 
 
 @triton.jit
