@@ -39,16 +39,18 @@ WAYS = {"mma": (False, wt_rows.ROWS + 1), "tma": (True, 1), "ptr": (True, wt_row
 def way(name: str) -> Iterator[None]:
     """wt_rows as ``name`` sets it, every format served from 65 rows; restored after."""
     saved = wt_rows.ENABLED, wt_rows.X_DESC_ROWS, dict(wt_rows.MIN_ROWS)
-    saved_mx = dict(wt_rows_mx.MIN_ROWS)
+    saved_mx = dict(wt_rows_mx.MIN_ROWS), dict(wt_rows_mx.X_DESC_ROWS)
     wt_rows.ENABLED, wt_rows.X_DESC_ROWS = WAYS[name]
     wt_rows.MIN_ROWS.update(dict.fromkeys(wt_rows.MIN_ROWS, 65))
     wt_rows_mx.MIN_ROWS.update(dict.fromkeys(wt_rows_mx.MIN_ROWS, 65))
+    wt_rows_mx.X_DESC_ROWS.update(dict.fromkeys(wt_rows_mx.X_DESC_ROWS, WAYS[name][1]))
     try:
         yield
     finally:
         wt_rows.ENABLED, wt_rows.X_DESC_ROWS = saved[:2]
         wt_rows.MIN_ROWS.update(saved[2])
-        wt_rows_mx.MIN_ROWS.update(saved_mx)
+        wt_rows_mx.MIN_ROWS.update(saved_mx[0])
+        wt_rows_mx.X_DESC_ROWS.update(saved_mx[1])
 
 
 def _calls(xs: list[torch.Tensor], ws: list[Any]) -> list[Callable[[], Any]]:

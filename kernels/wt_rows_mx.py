@@ -1,23 +1,28 @@
-"""MX fp4, e4m3, e5m2 and int8 (bf16 x) weights and NVFP4 at up to 128 rows of x on sm90:
-wt_rows.py's tile (the weights as wgmma's register operand, x and the codes through tensor
-descriptors) with decode_mma's WIDE decode (decode_mma_wide.wide_bytes / wide_nibbles: each
-code times its block's scale in registers, the emulated path's weights in x's dtype).
+"""MX fp4 and NVFP4 weights at 65-128 rows of x on sm90 (the kernel also takes MX e4m3, e5m2
+and int8 with bf16 x, not served: MIN_ROWS): wt_rows.py's tile (the weights as wgmma's
+register operand, x and the codes through tensor descriptors) with decode_mma's WIDE decode
+(decode_mma_wide.wide_bytes / wide_nibbles, each code times its own step:
+kernels/mx_el_codes.py), the emulated path's weights in x's dtype.
 
 Orientation as wt_rows: a program takes BLOCK_N rows of W (the MMA's M side) against all ROWS
 rows of x (its N side); a step's codes arrive in shared memory by TMA, are decoded with their
 blocks' scales into x's dtype in registers and go to wgmma as its A operand; x^T is the B
 operand from shared memory. The scales are the weight's group-major bytes (s[n, g] at g·N +
-n: a step's blocks are 64-byte rows, one load each), as decode_mma reads them. MX steps are
-128 codes (four blocks of 32); NVFP4's 64 (two groups of two blocks of 16: block_columns
-spreads at most four vectors). NVFP4 with bf16 x takes decode_mma's exact steps (NVX: the
-tensor scale times 2**8 on the float32 sums). MX's BIG flag read on the device (its length
-1) takes the second multiply everywhere (correct for every scale), not a branch: two
-pipelined loops would not leave room for two programs an SM.
+n: one 64-byte load a block and program), as decode_mma reads them. Steps of two or four
+blocks (TILE's ``step``; block_columns spreads at most four vectors: NVFP4's steps are 64
+codes). NVFP4 with bf16 x takes decode_mma's exact steps (NVX: the tensor scale times 2**8 on
+the float32 sums). MX's BIG flag read on the device (its length 1) takes the second multiply
+everywhere (correct for every scale), not a branch: two pipelined loops would double the
+shared memory a program holds.
 
 Why: past 64 rows decode_mma's WIDE tiles put x on the MMA's A side and write each decoded
-step to shared memory for its B operand; at 128 rows they ran at 0.57-0.66x bf16 on an H200
-(bench run 5bc7bc), where wt_rows' per-channel e4m3 ran at 0.9-1.0x (session 50).
-``AOQ_WT_ROWS=0`` turns it off with wt_rows.
+step to shared memory for its B operand; at 128 rows MX fp4 ran at 0.57-0.60x bf16 there, and
+NVFP4 had no decode tile past 64 rows (the emulated path: 0.40-0.45x; bench run 5bc7bc).
+H200, ``python -m bench.rows_ab --configs mxwo-fp4_e2m1,nvfp4wo`` (session 54), µs at 8192^2
+/ 4096 x 14336 / 14336 x 4096, this kernel against the path it replaces: MX fp4 at 65 rows
+54.6 / 53.5 / 49.2 against 63.6 / 61.4 / 59.1, at 128 49.9 / 48.5 / 45.4 against 65.2 /
+61.6 / 60.5; NVFP4 at 65 rows 66.6 / 65.3 / 60.2 against 89.5 / 80.0 / 81.9, at 128 61.2 /
+59.3 / 55.0 against 91.3 / 81.0 / 84.9. ``AOQ_WT_ROWS=0`` turns it off with wt_rows.
 """
 
 from __future__ import annotations
@@ -35,19 +40,34 @@ from aoq.kernels.decode_mma_wide import wide_bytes, wide_nibbles
 ROWS = wt_rows.ROWS
 BLOCK_N = wt_rows.BLOCK_N
 STAGES = wt_rows.STAGES
-TILE: dict[WeightFormat, dict[str, int]] = {}
+TILE: dict[WeightFormat, dict[str, int]] = {
+    WeightFormat.MX_FP4: {"step": 64, "per_sm": 4},
+    WeightFormat.NVFP4: {"per_sm": 4},
+}
 """Per format, what differs from wt_rows' tile: ``per_sm`` (the K split's aim, wt_rows.PER_SM),
 ``stages`` (STAGES) and ``step`` (codes a step, :func:`step_k`: four blocks, or two); a
-probe's overrides go here (bench/rows_ab.py ``--mx-tile``)."""
+probe's overrides go here (bench/rows_ab.py ``--mx-tile``). 64-code steps take 53 KB of
+shared memory at 3 stages, so four programs fit an SM where 128-code steps fit two: MX fp4 at
+128 rows 49.9 / 48.5 / 45.4 µs against 52.9 / 48.4 / 47.2 at 8192^2 / 4096 x 14336 / 14336 x
+4096, NVFP4 61.2 / 59.3 / 55.0 against 83.3 / 76.4 / 73.7 (its steps were 64 codes already);
+MX e4m3 and int8 lost 20-30 % on them (H200, session 54)."""
+X_DESC_ROWS = {WeightFormat.NVFP4: 80}
+"""x through its descriptor from this many rows, by format (else wt_rows.X_DESC_ROWS): NVFP4
+at 80 rows 59.9 / 63.0 / 53.5 µs through it, 66.8 / 65.4 / 60.4 by masked loads; at 65 the
+descriptor won two shapes of three, and lost the third by 14 % (H200, session 54)."""
 BYTE_FORMATS = (WeightFormat.MX_FP8, WeightFormat.MX_FP8_E5M2, WeightFormat.MX_INT8)
 MIN_ROWS = {
     WeightFormat.MX_FP4: 65,
-    WeightFormat.MX_FP8: 65,
-    WeightFormat.MX_FP8_E5M2: 65,
-    WeightFormat.MX_INT8: 65,
     WeightFormat.NVFP4: 65,
+    WeightFormat.MX_FP8: ROWS + 1,
+    WeightFormat.MX_FP8_E5M2: ROWS + 1,
+    WeightFormat.MX_INT8: ROWS + 1,
 }
-"""The fewest rows served, by format."""
+"""The fewest rows served, by format (ROWS + 1: none). MX fp4 and NVFP4 from 65, where every
+shape timed ran faster than decode_mma's tile (MX fp4) or the emulated path (NVFP4, which
+had no decode tile past 64); MX e4m3 and int8 not served: within -2 to +7 % of decode_mma's
+WIDE tiles at 112-128 rows, slower below (H200, bench/NOTES.md session 54). The kernel takes
+them for probes (bench/rows_ab.py serves every format from 65)."""
 X_DTYPES = {WeightFormat.MX_INT8: (torch.bfloat16,)}
 """x's dtypes by format where not bf16 and fp16 (MX int8's steps are bf16 values)."""
 
@@ -200,8 +220,8 @@ def wt_rows_mx(
         m, n, k, p.k_split,
         WFMT=int(wfmt), GROUP_SIZE=32, HAS_BIAS=bias is not None, SPLIT_K=p.split, ROWS=ROWS,
         BLOCK_N=BLOCK_N, BLOCK_K=bk, STAGES=stages, BIG=big, ASM=not INTERPRET,
-        NVX=nv and nvx, X_DESC=m >= wt_rows.X_DESC_ROWS, UPCAST=INTERPRET, TRIGGER=p.chain,
-        num_warps=4, num_stages=stages,
+        NVX=nv and nvx, X_DESC=m >= X_DESC_ROWS.get(wfmt, wt_rows.X_DESC_ROWS),
+        UPCAST=INTERPRET, TRIGGER=p.chain, num_warps=4, num_stages=stages,
     )  # fmt: skip
     p.finish(y, bias=bias)
     return y

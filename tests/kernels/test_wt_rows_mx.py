@@ -32,6 +32,12 @@ def enabled(monkeypatch):
     monkeypatch.setattr(wt_rows, "ENABLED", True)
 
 
+@pytest.fixture
+def every_format(enabled, monkeypatch):
+    """Every format served from 65 rows (MIN_ROWS keeps MX 8-bit off; the kernel takes them)."""
+    monkeypatch.setattr(wt_rows_mx, "MIN_ROWS", dict.fromkeys(wt_rows_mx.MIN_ROWS, 65))
+
+
 def _case(elem: str, m: int, xdt: torch.dtype, n: int = 192, k: int = 512, big: bool = False):
     """(x, codes, group-major scale bytes, BIG flag or tensor scale, bias, the emulated
     product) for a random weight [n, k]; ``big``: one block's scale raised past BIG_LIMIT."""
@@ -67,7 +73,7 @@ CASES = [
 
 @runs
 @pytest.mark.parametrize("elem,m,xdt,split", CASES)
-def test_matches_the_emulated_product(elem, m, xdt, split, enabled):
+def test_matches_the_emulated_product(elem, m, xdt, split, every_format):
     """Each format at 65-128 rows (x by masked loads below wt_rows.X_DESC_ROWS, through its
     descriptor from there), K split or not, a bias: the emulated product."""
     x, q, gm, zero, bias, want = _case(elem, m, xdt)
@@ -81,7 +87,7 @@ def test_matches_the_emulated_product(elem, m, xdt, split, enabled):
 @runs
 @pytest.mark.parametrize("flag", ["small", "big", "device"])
 @pytest.mark.parametrize("elem", ["fp4_e2m1", "fp8_e4m3"])
-def test_each_big_flag_matches_the_emulated_product(elem, flag, enabled):
+def test_each_big_flag_matches_the_emulated_product(elem, flag, every_format):
     """The BIG flag known on the host without and with a block scale past BIG_LIMIT (the
     second multiply), and read on the device (its length 1: the second multiply everywhere)."""
     x, q, gm, zero, bias, want = _case(elem, 128, torch.bfloat16, big=flag != "small")
@@ -95,32 +101,35 @@ def test_each_big_flag_matches_the_emulated_product(elem, flag, enabled):
 
 
 @runs
-@pytest.mark.parametrize("elem", ["fp4_e2m1", "int8", "nvfp4"])
-def test_mx_decode_takes_the_rows(elem, enabled, monkeypatch):
-    """mx_decode_triton (the dispatch's entry) sends 100 rows here where serves holds, and to
-    decode_mma (MX) with wt_rows off; both the emulated product."""
-    x, q, gm, zero, bias, want = _case(elem, 100, torch.bfloat16)
+@pytest.mark.parametrize("m", [65, 100])
+@pytest.mark.parametrize("elem", ["fp4_e2m1", "int8", "fp8_e4m3", "nvfp4"])
+def test_mx_decode_takes_the_rows(elem, m, enabled, monkeypatch):
+    """mx_decode_triton (the dispatch's entry) sends MX fp4 and NVFP4 at 65-128 rows here
+    (MIN_ROWS), MX int8 and e4m3 to decode_mma, and with wt_rows off MX fp4 to decode_mma;
+    each the emulated product."""
+    x, q, gm, zero, bias, want = _case(elem, m, torch.bfloat16)
     nv = elem == "nvfp4"
     ran = []
     real = wt_rows_mx.wt_rows_mx
     monkeypatch.setattr(wt_rows_mx, "wt_rows_mx", lambda *a, **k: ran.append(1) or real(*a, **k))
     args = (x, q, gm, zero if nv else None, "fp4_e2m1" if nv else elem, 16 if nv else 32, bias)
     kw = {} if nv else {"big_scales": zero}
-    assert mx_decode.mma_rows(x, q, gm, zero, args[5], FMT[elem]) == 100
+    assert mx_decode.mma_rows(x, q, gm, zero, args[5], FMT[elem]) == m
     y = mx_decode.mx_decode_triton(*args, **kw)
-    assert ran == [1]
+    assert ran == ([1] if elem in ("fp4_e2m1", "nvfp4") else [])
     assert max_rel_error(want, y.float().cpu()) < 4e-3
     monkeypatch.setattr(wt_rows, "ENABLED", False)
     if nv:  # (decode_mma stops at 64 rows for NVFP4)
         assert mx_decode.mma_rows(x, q, gm, zero, 16, FMT[elem]) == 16
         return
+    ran.clear()
     y = mx_decode.mx_decode_triton(*args, **kw)
-    assert ran == [1]
+    assert not ran
     assert max_rel_error(want, y.float().cpu()) < 4e-3
 
 
 @runs
-def test_serving_rules(enabled):
+def test_serving_rules(every_format):
     """What serves refuses: rows outside MIN_ROWS..ROWS, MX int8 with fp16 x, blocks other
     than 32 (MX), row-major scale bytes, N not a multiple of BLOCK_N, K not of the step,
     an unaligned x; off with AOQ_WT_ROWS=0."""
