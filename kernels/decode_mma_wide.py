@@ -10,7 +10,7 @@ import triton
 import triton.language as tl
 from aoq.kernels._common import WeightFormat, block_columns, mma
 from aoq.kernels.bf16_codes import fp4_codes, int8_steps, mxfp8_codes, mxint8_codes
-from aoq.kernels.mx_el_codes import fp4_el_codes, mx_steps, mxfp8_el_codes
+from aoq.kernels.mx_el_codes import e8m0_steps, fp4_el_codes, mx_steps, mxfp8_el_codes
 from aoq.kernels.nvfp4_codes import nvfp4_codes, nvfp4_exact_codes
 
 
@@ -101,12 +101,28 @@ def _el_steps(s0, s1, s2, s3, W: tl.constexpr, GROUPS: tl.constexpr, LIMIT: tl.c
 @triton.jit
 def wide_bytes(b, s0, s1, s2, s3, WFMT: tl.constexpr, GROUPS: tl.constexpr,
                BLOCK_K: tl.constexpr, BIG: tl.constexpr, ASM: tl.constexpr,
-               F16: tl.constexpr, EL: tl.constexpr = False):  # fmt: skip
+               F16: tl.constexpr, EL: tl.constexpr = False,
+               CVT: tl.constexpr = False):  # fmt: skip
     """A step's MX 8-bit codes b uint8 [R, BLOCK_K] (WFMT 5 e4m3, 8 e5m2, 10 int8) with the
     E8M0 bytes s0-s3 [R] (int32) of its GROUPS blocks -> their weights [R, BLOCK_K]: bf16
     (F16: fp16) from the assembly, float32 under the interpreter (decode_mma's WIDE steps,
-    wt_rows_mx.py). EL: fp8 with a step per code (kernels/mx_el_codes.py: any layout)."""
-    if EL and ASM and WFMT != 10:
+    wt_rows_mx.py). EL: fp8 with a step per code (kernels/mx_el_codes.py: any layout). CVT
+    (bf16, a GPU): the codes by Triton's own conversion, times each block's bf16 step
+    (mx_el_codes.e8m0_steps; one rounding)."""
+    if CVT and ASM and not F16:
+        if WFMT == 10:
+            v = b.to(tl.int8, bitcast=True).to(tl.bfloat16)
+            p = block_columns(int8_steps(s0), int8_steps(s1), int8_steps(s2), int8_steps(s3),
+                              BLOCK_K, GROUPS)  # fmt: skip
+        else:
+            if WFMT == 8:
+                v = b.to(tl.float8e5, bitcast=True).to(tl.bfloat16)
+            else:
+                v = b.to(tl.float8e4nv, bitcast=True).to(tl.bfloat16)
+            p = block_columns(e8m0_steps(s0), e8m0_steps(s1), e8m0_steps(s2), e8m0_steps(s3),
+                              BLOCK_K, GROUPS)  # fmt: skip
+        w = v * p
+    elif EL and ASM and WFMT != 10:
         LIMIT: tl.constexpr = 142 if WFMT == 8 else 134
         p, q = _el_steps(s0, s1, s2, s3, BLOCK_K, GROUPS, LIMIT, LIMIT - 127, BIG)
         w = mxfp8_el_codes(b, p, q, BIG, F16, WFMT == 8)

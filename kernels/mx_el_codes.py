@@ -87,6 +87,15 @@ def mx_steps(sb, LIMIT: tl.constexpr, BIAS: tl.constexpr, BIG: tl.constexpr):
 
 
 @triton.jit
+def e8m0_steps(sb):
+    """int32 [R] E8M0 bytes -> bf16 [R] 2**(b - 127): the exponent field b from b = 1, the
+    subnormal 2**-127 at 0, NaN for 255 (a block's scale itself; CVT's multiplier)."""
+    bits = tl.where(sb >= 1, sb << 7, 0x40)
+    bits = tl.where(sb == 255, 0x7FC0, bits)
+    return bits.to(tl.int16).to(tl.bfloat16, bitcast=True)
+
+
+@triton.jit
 def mxfp8_el_codes(q, p, pq, BIG: tl.constexpr, F16: tl.constexpr, E5M2: tl.constexpr):
     """uint8 [R, C] MX fp8 codes and bf16 [R, C] steps p (BIG: and ``pq``) -> their values
     v * 2**(b - 127), bf16 (F16: fp16). NVIDIA only (the interpreter: decode_mma_wide's

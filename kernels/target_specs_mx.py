@@ -121,8 +121,9 @@ def _wt_rows_mx_specs(target: str) -> list[Spec]:
     budget = 1024 if target in ("sm80", "sm89") else 0
     fp4 = Spec("mxfp4.rows", "wt_rows_mx", "_wt_rows_mx_kernel", sig, ce, stages=wm.STAGES,
                spill_budget=budget)  # fmt: skip
-    e4m3 = replace(fp4, name="mxfp8.rows_big", constexprs={**ce, "WFMT": int(F.MX_FP8), "BIG": 1})
-    int8 = replace(fp4, name="mxint8.rows", constexprs={**ce, "WFMT": int(F.MX_INT8)})
+    byte = {**ce, "BLOCK_K": wm.step_k(F.MX_FP8)}
+    e4m3 = replace(fp4, name="mxfp8.rows_big", constexprs={**byte, "WFMT": int(F.MX_FP8), "BIG": 1})
+    int8 = replace(fp4, name="mxint8.rows", constexprs={**byte, "WFMT": int(F.MX_INT8)})
     nv = {**ce, "WFMT": int(F.NVFP4), "BLOCK_K": wm.step_k(F.NVFP4), "NVX": True}
     nvfp4 = replace(fp4, name="nvfp4.rows", signature={**sig, "z_ptr": "*fp32"}, constexprs=nv)
     return [fp4, e4m3, int8, nvfp4]

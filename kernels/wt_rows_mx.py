@@ -45,7 +45,8 @@ TILE: dict[WeightFormat, dict[str, int]] = {
     WeightFormat.NVFP4: {"per_sm": 4},
 }
 """Per format, what differs from wt_rows' tile: ``per_sm`` (the K split's aim, wt_rows.PER_SM),
-``stages`` (STAGES) and ``step`` (codes a step, :func:`step_k`: four blocks, or two); a
+``stages`` (STAGES), ``step`` (codes a step, :func:`step_k`: four blocks, or two) and ``cvt``
+(MX 8-bit with bf16 x: the kernel's CVT); a
 probe's overrides go here (bench/rows_ab.py ``--mx-tile``). 64-code steps take 53 KB of
 shared memory at 3 stages, so four programs fit an SM where 128-code steps fit two: MX fp4 at
 128 rows 49.9 / 48.5 / 45.4 µs against 52.9 / 48.4 / 47.2 at 8192^2 / 4096 x 14336 / 14336 x
@@ -85,12 +86,14 @@ def _wt_rows_mx_kernel(
     SPLIT_K: tl.constexpr, ROWS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     STAGES: tl.constexpr, BIG: tl.constexpr, ASM: tl.constexpr, NVX: tl.constexpr = False,
     X_DESC: tl.constexpr = True, UPCAST: tl.constexpr = False, TRIGGER: tl.constexpr = False,
+    CVT: tl.constexpr = False,
 ):  # fmt: skip
     """Program (n, s): rows n·BLOCK_N.. of W against all of x over K range s. SPLIT_K 1: y
     [M, N] (+ bias), cast; else the float32 partial [M, N] into p[s]. WFMT: decode_mma's (4
     MX fp4, 5 e4m3, 8 e5m2, 10 int8; 9 NVFP4, ``z_ptr`` its float32 tensor scale); s_ptr the
     group-major scale bytes; BIG (MX): the second multiply (decode_mma_wide). X_DESC: x
-    through a tensor descriptor, else by masked loads. UPCAST: the interpreter."""
+    through a tensor descriptor, else by masked loads. UPCAST: the interpreter. CVT (MX 8-bit,
+    bf16 x): decode_mma_wide.wide_bytes' hardware conversion."""
     splitk.trigger(TRIGGER)
     pid_n = tl.program_id(0)
     pid_s = tl.program_id(1)
@@ -114,7 +117,7 @@ def _wt_rows_mx_kernel(
         )  # fmt: skip
         if BYTES:
             w = wide_bytes(b, s0, s1, s2, s3, WFMT, BLOCK_K // GROUP_SIZE, BLOCK_K, BIG, ASM,
-                           xt.dtype == tl.float16, True)  # fmt: skip
+                           xt.dtype == tl.float16, True, CVT)  # fmt: skip
         else:
             lo, hi = wide_nibbles(b, s0, z0, s1, z1, s2, s3, WFMT, BLOCK_K // GROUP_SIZE, CB,
                                   BIG, ASM, xt.dtype == tl.float16, NVX, True)  # fmt: skip
@@ -221,7 +224,8 @@ def wt_rows_mx(
         WFMT=int(wfmt), GROUP_SIZE=32, HAS_BIAS=bias is not None, SPLIT_K=p.split, ROWS=ROWS,
         BLOCK_N=BLOCK_N, BLOCK_K=bk, STAGES=stages, BIG=big, ASM=not INTERPRET,
         NVX=nv and nvx, X_DESC=m >= X_DESC_ROWS.get(wfmt, wt_rows.X_DESC_ROWS),
-        UPCAST=INTERPRET, TRIGGER=p.chain, num_warps=4, num_stages=stages,
+        UPCAST=INTERPRET, TRIGGER=p.chain, CVT=bool(tile.get("cvt", False)), num_warps=4,
+        num_stages=stages,
     )  # fmt: skip
     p.finish(y, bias=bias)
     return y

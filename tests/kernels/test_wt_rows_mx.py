@@ -85,6 +85,20 @@ def test_matches_the_emulated_product(elem, m, xdt, split, every_format):
 
 
 @runs
+@pytest.mark.parametrize("elem", ["fp8_e4m3", "fp8_e5m2", "int8"])
+def test_hardware_conversion_matches_the_emulated_product(elem, every_format, monkeypatch):
+    """TILE's ``cvt`` (MX 8-bit, bf16 x; on a GPU: Triton's conversion of the codes times each
+    block's bf16 step; the interpreter keeps the float path): the emulated product, with a
+    block scale past BIG_LIMIT (no second multiply: the step itself is a bf16 power of two)."""
+    monkeypatch.setitem(wt_rows_mx.TILE, FMT[elem], {"cvt": 1})
+    x, q, gm, zero, bias, want = _case(elem, 128, torch.bfloat16, big=True)
+    y = torch.empty(128, q.shape[0], dtype=torch.float32 if INTERPRET else torch.bfloat16,
+                    device=DEV)  # fmt: skip
+    wt_rows_mx.wt_rows_mx(x, q, gm, zero, bias, y, FMT[elem], 2)
+    assert max_rel_error(want, y.float().cpu()) < 4e-3
+
+
+@runs
 @pytest.mark.parametrize("flag", ["small", "big", "device"])
 @pytest.mark.parametrize("elem", ["fp4_e2m1", "fp8_e4m3"])
 def test_each_big_flag_matches_the_emulated_product(elem, flag, every_format):
