@@ -19,8 +19,8 @@ MX quantize-dequantized first by the Triton cast) and ``triton.nvfp4wo.decode`` 
 
 Past 16 rows (sm90, session 51) only decode_mma's wider tiles serve (decode_mma_tiles
 .ROWS_TILE: MX fp4, e4m3, e5m2 and int8 to 128 rows (int8 with fp16 x to 64), NVFP4 and fp6
-to 64), on the
-weight's group-major bytes: :func:`mma_rows` says where; this kernel's own tile holds 16.
+to 64), and at 65-128 rows MX fp4 and NVFP4 go to kernels/wt_rows_mx.py first (session 54), on
+the weight's group-major bytes: :func:`mma_rows` says where; this kernel's own tile holds 16.
 """
 
 from __future__ import annotations
@@ -187,9 +187,9 @@ def mma_rows(
     wfmt: WeightFormat | None,
 ) -> int:
     """The most rows of ``x`` the decode takes: past 16 (this kernel's tile), ``x``'s own where
-    decode_mma serves it (decode_mma_tiles.ROWS_TILE: 17-128 rows of bf16 / fp16 x on sm90)
-    on the weight's group-major bytes ``gm`` (a view with strides (1, N)) in ``wfmt``, with
-    ``zero`` its BIG flag (MX) or tensor scale (NVFP4); else 16."""
+    wt_rows_mx or decode_mma serves it (decode_mma_tiles.ROWS_TILE: 17-128 rows of bf16 / fp16
+    x on sm90) on the weight's group-major bytes ``gm`` (a view with strides (1, N)) in
+    ``wfmt``, with ``zero`` its BIG flag (MX) or tensor scale (NVFP4); else 16."""
     m, k = x.shape
     if m <= 16 or gm is None or zero is None or wfmt is None:
         return 16
@@ -288,7 +288,7 @@ def mx_decode_triton(
             dm.decode_mma(x, qdata, s, zero, bias, y, k // bs, wfmt, split, x_qdq=act, pdl=pdl)
             return y.to(x.dtype)
     if m > 16:  # (the dispatch asks mma_rows first)
-        raise ValueError(f"M={m}: past 16 rows only decode_mma serves MX / NVFP4 (mma_rows)")
+        raise ValueError(f"M={m}: past 16 rows only wt_rows_mx / decode_mma serve MX / NVFP4")
     s = s.contiguous()  # group-major bytes decode_mma did not take: a row-major copy
     ebits, mbits, bias_e, nan = elem_params(elem)
     ts = tensor_scale if tensor_scale is not None else s

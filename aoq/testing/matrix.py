@@ -82,8 +82,9 @@ GPU_SHAPES: tuple[Shape, ...] = (
 """LLM-sized: decode (M 1), the batched decode between decode and prefill (M 64: x padded to
 64 rows on sm90, kernels/decode_mma_tiles.ROWS_TILE, every weight-only, W4A8, MX and NVFP4
 config on its 64-row tile; M 100: padded to 128 rows; int4 weight-only and W4A8 on
-kernels/wt_rows.py; M 120: int8 and e4m3 weight-only there too, its descriptor's box past x's
-last row) and the end of the Triton prefill band (M 256)."""
+kernels/wt_rows.py, MX fp4 and NVFP4 on kernels/wt_rows_mx.py; M 120: int8 and e4m3
+weight-only there too, its descriptor's box past x's last row) and the end of the Triton
+prefill band (M 256)."""
 QUICK_KINDS = ("aligned", "unaligned-N", "M1", "3d")
 """The CI subset: one case of each behaviour that differs cheaply (alignment, decode, batch
 dims); M = 0, unaligned K and strided inputs run in the full matrix."""
