@@ -105,8 +105,8 @@ def _wt_rows_mx_specs(target: str) -> list[Spec]:
     """kernels/wt_rows_mx.py (MX and NVFP4 weights at 65-128 rows, the decoded weights as the
     MMA's register operand): MX fp4 (one multiply), e4m3 (BIG's second), int8 and NVFP4 (its
     exact steps), bf16 x through its descriptor, split in two. Served on sm90 only; the
-    others compile it as their Triton lowers descriptors (sm80 / sm89's mma.sync layouts
-    spill, as wt_rows' int4: a budget there)."""
+    others compile it as their Triton lowers descriptors (MX int8 spills there: 72 / 168
+    bytes on sm80 / sm89's mma.sync layouts, 16 on gfx950; a budget there)."""
     from dataclasses import replace
 
     from aoq.kernels import wt_rows_mx as wm
@@ -118,7 +118,7 @@ def _wt_rows_mx_specs(target: str) -> list[Spec]:
     ce = dict(WFMT=int(F.MX_FP4), GROUP_SIZE=32, HAS_BIAS=True, SPLIT_K=2, ROWS=wm.ROWS,
               BLOCK_N=wm.BLOCK_N, BLOCK_K=wm.step_k(F.MX_FP4), STAGES=wm.STAGES, BIG=0,
               ASM=target.startswith("sm"))  # fmt: skip
-    budget = 1024 if target in ("sm80", "sm89") else 0
+    budget = {"sm80": 256, "sm89": 256, "gfx950": 64}.get(target, 0)
     fp4 = Spec("mxfp4.rows", "wt_rows_mx", "_wt_rows_mx_kernel", sig, ce, stages=wm.STAGES,
                spill_budget=budget)  # fmt: skip
     byte = {**ce, "BLOCK_K": wm.step_k(F.MX_FP8)}
