@@ -234,6 +234,18 @@ def block_columns(s0, s1, s2, s3, W: tl.constexpr, NB: tl.constexpr):
 
 
 @triton.jit
+def block_columns8(s0, s1, s2, s3, s4, s5, s6, s7, W: tl.constexpr):
+    """:func:`block_columns` over eight consecutive blocks (NVFP4's 128-code steps: eight
+    blocks of 16 codes, 8 bytes each): nested joins whose flat order is s0 .. s7."""
+    R: tl.constexpr = s0.shape[0]
+    v = tl.join(
+        tl.join(tl.join(s0, s4), tl.join(s2, s6)), tl.join(tl.join(s1, s5), tl.join(s3, s7))
+    )
+    v = tl.reshape(v, (R, 8))
+    return tl.reshape(tl.broadcast_to(v[:, :, None], (R, 8, W // 8)), (R, W))
+
+
+@triton.jit
 def mma(a, b, acc, UPCAST: tl.constexpr, PRECISION: tl.constexpr):
     """acc + a @ b; under the interpreter float operands go through float32 (its bf16 dot is
     wrong) and integer operands stay int8 (its int8 dot is exact)."""

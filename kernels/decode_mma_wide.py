@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
-from aoq.kernels._common import WeightFormat, block_columns, mma
+from aoq.kernels._common import WeightFormat, block_columns, block_columns8, mma
 from aoq.kernels.bf16_codes import fp4_codes, int8_steps, mxfp8_codes, mxint8_codes
 from aoq.kernels.mx_el_codes import e8m0_steps, fp4_el_codes, mx_steps, mxfp8_el_codes
 from aoq.kernels.nvfp4_codes import nvfp4_codes, nvfp4_exact_codes
@@ -18,14 +18,15 @@ def wide_serves(
     wfmt: WeightFormat, groups: int, x_dtype: torch.dtype, tiled: bool = False, post: bool = False
 ) -> bool:
     """Whether a step of ``groups`` groups of ``wfmt`` can be WIDE: row-major codes decoded
-    with their scale (not ``tiled`` codes nor MX fp8's ``post``-MMA scale), not NVFP4's
-    one-group steps (block_columns' two blocks over 16 columns miscompiled on sm90), and MX int8
+    with their scale (not ``tiled`` codes nor MX fp8's ``post``-MMA scale), NVFP4's steps of
+    two or four groups (not one: block_columns' two blocks over 16 columns miscompiled on sm90;
+    four: _common.block_columns8), and MX int8
     with bf16 x only (its steps are bf16 values; fp16 and its int8 codes keep the per-group
     loop)."""
     if tiled or post:
         return False
     if wfmt is WeightFormat.NVFP4:
-        return groups == 2
+        return groups in (2, 4)
     if wfmt is WeightFormat.MX_INT8:
         return x_dtype == torch.bfloat16
     return True
@@ -69,7 +70,7 @@ def _wide_step(acc, acc_t, xrows, wrows, nmask, mmask, k0, s0, z0, s1, z1, s2, z
     else:
         b = tl.load(wrows + k0 // 2, mask=nmask[:, None], other=0)
         C: tl.constexpr = BLOCK_K // 2
-        lo, hi = wide_nibbles(b, s0, z0, s1, z1, s2, s3, WFMT, GROUPS, C, BIG, ASM,
+        lo, hi = wide_nibbles(b, s0, z0, s1, z1, s2, z2, s3, z3, WFMT, GROUPS, C, BIG, ASM,
                               xt.dtype == tl.float16, NVX)  # fmt: skip
         if not UPCAST:
             lo, hi = lo.to(xt.dtype), hi.to(xt.dtype)
@@ -139,18 +140,21 @@ def wide_bytes(b, s0, s1, s2, s3, WFMT: tl.constexpr, GROUPS: tl.constexpr,
 
 
 @triton.jit
-def wide_nibbles(b, s0, z0, s1, z1, s2, s3, WFMT: tl.constexpr, GROUPS: tl.constexpr,
+def wide_nibbles(b, s0, z0, s1, z1, s2, z2, s3, z3, WFMT: tl.constexpr, GROUPS: tl.constexpr,
                  C: tl.constexpr, BIG: tl.constexpr, ASM: tl.constexpr, F16: tl.constexpr,
                  NVX: tl.constexpr, EL: tl.constexpr = False):  # fmt: skip
     """A step's nibble codes b uint8 [R, C] (WFMT 4 MX fp4: E8M0 bytes s0-s3 of its GROUPS
-    blocks; 9 NVFP4: (s, z) each group's two blocks' float32 steps, at most two groups) ->
+    blocks; 9 NVFP4: (s, z) each group's two blocks' float32 steps, two or four groups) ->
     (low nibbles, high nibbles) [R, C], as :func:`wide_bytes` (EL: MX fp4's too)."""
     if EL and ASM and WFMT == 4:
         p, q = _el_steps(s0, s1, s2, s3, C, GROUPS, 128, 1, BIG)
         lo, hi = fp4_el_codes(b, p, q, BIG, F16)
     elif WFMT == 9:  # NVFP4: each group's two blocks of 16 (8 bytes), their float32 steps
-        tl.static_assert(GROUPS <= 2, "WIDE NVFP4: at most two groups (four blocks) a step")
-        d = block_columns(s0, z0, s1, z1, C, 2 * GROUPS)
+        tl.static_assert(GROUPS == 2 or GROUPS == 4, "WIDE NVFP4: two or four groups a step")
+        if GROUPS == 4:
+            d = block_columns8(s0, z0, s1, z1, s2, z2, s3, z3, C)
+        else:
+            d = block_columns(s0, z0, s1, z1, C, 4)
         if NVX:
             lo, hi = nvfp4_exact_codes(b, d, ASM)
         else:

@@ -119,8 +119,9 @@ def _wt_rows_mx_kernel(
             w = wide_bytes(b, s0, s1, s2, s3, WFMT, BLOCK_K // GROUP_SIZE, BLOCK_K, BIG, ASM,
                            xt.dtype == tl.float16, True, CVT)  # fmt: skip
         else:
-            lo, hi = wide_nibbles(b, s0, z0, s1, z1, s2, s3, WFMT, BLOCK_K // GROUP_SIZE, CB,
-                                  BIG, ASM, xt.dtype == tl.float16, NVX, True)  # fmt: skip
+            lo, hi = wide_nibbles(b, s0, z0, s1, z1, s2, z2, s3, z3, WFMT,
+                                  BLOCK_K // GROUP_SIZE, CB, BIG, ASM, xt.dtype == tl.float16,
+                                  NVX, True)  # fmt: skip
             w = tl.join(lo, hi).reshape(BLOCK_N, BLOCK_K)
         if not UPCAST:
             w = w.to(x_ptr.dtype.element_ty)

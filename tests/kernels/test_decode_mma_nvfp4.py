@@ -42,9 +42,14 @@ def _weight(n: int, k: int, ts: float, nan: bool, dtype: torch.dtype, seed: int 
     return pack_uint4(codes).to(DEV), gm.to(DEV), t.to(DEV), want
 
 
-WIDE = pytest.mark.parametrize("wide", [False, True], ids=["per-group", "wide"])
-"""The per-group steps, and WIDE's: a step's two groups (four blocks) decoded at once, each
-code by its own block's step, on one MMA over the step's K (decode_mma_wide._wide_step)."""
+WIDE = pytest.mark.parametrize(
+    "wide",
+    [{"WIDE": False}, {"WIDE": True, "STEP_K": 64}, {"WIDE": True, "STEP_K": 128}],
+    ids=["per-group", "wide", "wide128"],
+)
+"""The per-group steps, and WIDE's: a step's two or four groups (four or eight blocks, 64- or
+128-code steps) decoded at once, each code by its own block's step, on one MMA over the
+step's K (decode_mma_wide._wide_step)."""
 
 
 @pytest.mark.parametrize("ts", [1.0, 0.0123, 3.7e-3])
@@ -54,8 +59,8 @@ def test_one_hot_is_each_emulated_weight_exactly(monkeypatch, ts, xdt, wide):
     """NVX off: row r of x is e_k for 16 columns k at a time: y[r, n] = the emulated path's
     weight [n, k] in x's dtype, every code under every byte (a NaN block makes its row
     NaN)."""
-    monkeypatch.setitem(dm.TILE, NV, {**dm.TILE[NV], "NVX": False, "WIDE": wide})
-    n, k = 72, 64
+    monkeypatch.setitem(dm.TILE, NV, {**dm.TILE[NV], "NVX": False, **wide})
+    n, k = 72, wide.get("STEP_K", 64)  # (one step)
     q, s, t, want = _weight(n, k, ts, True, xdt)
     for k0, x, y in one_hot_decodes(q, s, t, k // 16, NV, n, k, xdt):
         assert same(y, x.float().cpu() @ want.T), k0
@@ -147,8 +152,8 @@ def test_exact_steps_one_hot_is_each_weight_rounded_once(monkeypatch, ts, split,
     bits times four, scaled by 2**-8), and the float32 sums times the tensor scale * 2**8 at
     the end: with x = e_k each output is v * e4m3 * ts rounded once to float32 (then to the
     output dtype), every code under every byte, a NaN block NaN."""
-    monkeypatch.setitem(dm.TILE, NV, {**dm.TILE[NV], "WIDE": wide})
-    n, k = 72, 64
+    monkeypatch.setitem(dm.TILE, NV, {**dm.TILE[NV], **wide})
+    n, k = 72, wide.get("STEP_K", 64)  # (one step)
     q, s, t, _ = _weight(n, k, ts, True, torch.bfloat16)
     want = _exact_weight(q, s, t, n, k)
     for k0 in range(0, k, 16):
