@@ -325,6 +325,7 @@ def decode_mma(
     at8 = cfg.pop("at8", {})  # TILE's keys where x pads to 8 rows (a probe's tile wins)
     if cfg["ROWS"] == 8:
         cfg.update({key: v for key, v in at8.items() if key not in (tile or {})})
+        want = cfg.pop("STEP_K", want)  # (at8's step: NVFP4's)
     if x_block_scale is not None and cfg["ROWS"] == 8 and "num_stages" not in (tile or {}):
         cfg["num_stages"] = XMX_STAGES8
     if cfg["ROWS"] not in (8, 16, 32, 64, 128, 256) or m > cfg["ROWS"]:

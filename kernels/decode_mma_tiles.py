@@ -20,7 +20,7 @@ TILE = {
                           "at8": {"WIDE": True}},
     WeightFormat.NVFP4: {"BLOCK_N": 64, "STEP_K": 64, "num_warps": 2, "num_stages": 3,
                           "per_sm": 10, "WT": True, "PREF": True, "rows8": True, "NVX": True,
-                          "WIDE": True},
+                          "WIDE": True, "at8": {"STEP_K": 128}},
     WeightFormat.MX_FP8: {"BLOCK_N": 64, "STEP_K": 128, "num_warps": 2, "num_stages": 3,
                           "per_sm": 4, "WT": True, "PREF": True, "WIDE": True, "rows8": True},
     WeightFormat.MX_FP8_E5M2: {"BLOCK_N": 64, "STEP_K": 128, "num_warps": 2, "num_stages": 3,

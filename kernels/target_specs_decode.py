@@ -176,6 +176,7 @@ def decode_mma_specs(target: str) -> list[Spec]:
         # NVFP4 (nvfp4_codes.py): groups of two e4m3-scaled blocks of 16
         decode_mma("nvfp4wo.decode_mma", 9, 32, 64, target),
         decode_mma("nvfp4wo.decode_mma_fp16", 9, 32, 64, target, fp16=True),
+        decode_mma("nvfp4wo.decode_mma_m8", 9, 32, 128, target, 8),  # (at8's 128-code steps)
         # MX fp6 (decode_mma_fp6.py): e3m2 and e2m3, four blocks a step
         decode_mma("mxwo_fp6_e3m2.decode_mma", 6, 32, 128, target),
         decode_mma("mx_fp6_e2m3.decode_mma", 7, 32, 128, target),

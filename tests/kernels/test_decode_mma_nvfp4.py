@@ -182,3 +182,25 @@ def test_exact_steps_match_the_product(m, split):
     dm.decode_mma(x.to(DEV), q.to(DEV), gm.to(DEV), ts.to(DEV), bias.to(DEV), y, k // 16, NV,
                   split)  # fmt: skip
     assert max_rel_error(want, y.double().cpu()) < 4e-3
+
+
+@pytest.mark.parametrize(("m", "step"), [(1, 128), (8, 128), (9, 64)])
+def test_steps_by_padding(monkeypatch, m, step):
+    """TILE's ``at8``: x padded to 8 rows (M <= 8) takes 128-code steps (four groups, eight
+    blocks: _common.block_columns8), 16 rows 64-code ones; the float64 product either way."""
+    n, k = 130, 512
+    g = torch.Generator().manual_seed(m)
+    codes, scale, ts = nvfp4_quantize(torch.randn(n, k, generator=g) * 0.02)
+    gm = scale.view(torch.uint8).t().contiguous().t()
+    q = pack_uint4(codes)
+    w = _exact_weight(q, gm, ts, n, k).double()
+    x = torch.randn(m, k, generator=g).to(torch.bfloat16)
+    steps = []
+    launch = dm.launch
+    monkeypatch.setattr(
+        dm, "launch", lambda *a, **kw: steps.append(kw["BLOCK_K"]) or launch(*a, **kw)
+    )
+    y = torch.empty(m, n, dtype=out_dtype(torch.bfloat16), device=DEV)
+    dm.decode_mma(x.to(DEV), q.to(DEV), gm.to(DEV), ts.to(DEV), None, y, k // 16, NV, None)
+    assert steps == [step]
+    assert max_rel_error(x.double() @ w.T, y.double().cpu()) < 4e-3
