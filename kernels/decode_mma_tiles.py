@@ -84,7 +84,10 @@ split up to one full wave, not only powers of two), orientation (WT), scale pref
   times the float32 step e4m3 * ts rounded to bf16 (the emulated path's weight; fp16 x keeps
   it). sm90 loop 589 -> 426 instructions; H100 graph replays (session 34), M 1: 38.5 / 36.5 /
   34.5 -> 31.9 / 30.2 / 28.4 us, M 16: 39.4 / 38.5 / 35.2 -> 34.7 / 33.3 / 31.4 (MX fp4 in
-  the same call: 22.4 / 20.2 / 21.2 and 25.2 / 23.2 / 23.4).
+  the same call: 22.4 / 20.2 / 21.2 and 25.2 / 23.2 / 23.4). x padded to 8 rows takes
+  128-code steps (``at8``; four groups, eight blocks: _common.block_columns8): H200 M1 22.4 /
+  21.4 us against 24.7 / 23.8 at 8192^2 / 4096 x 14336; at 16 rows they lost (29.9 / 28.9
+  against 27.3 / 26.8; bench/NOTES.md session 54).
 - MX_INT8 (WFMT 10; mx_decode sends MX int8 here since session 36) and MX_FP8's ``POST`` (a
   probe): the codes' own values on the MMA, each block's scale on its float32 product tile
   (decode_mma_steps._post_scaled_step), so no BIG path and x padded to 8 rows. sm90 loop per
@@ -287,7 +290,10 @@ other kernel here, not yet than bf16 (bench/NOTES.md, session 45).
   columns 47.0 / 44.6); MX int8 at 64 rows (bf16 x) WIDE with 128-code steps 36.1 / 35.3
   against 51.6 / 51.4 (64-code steps 41.2 / 39.2); at 32 rows (TILE's WIDE) MX e4m3 37.1 /
   36.2 -> 31.0 / 29.7 (0.94 / 0.88x -> 1.12 / 1.08x bf16), MX int8 37.9 / 36.7 -> 33.4 / 32.4
-  (128-column tiles 67-83: not those).
+  (128-column tiles 67-83: not those). Session 54: NVFP4's 64-row tile on 128-code steps
+  (four groups, _common.block_columns8) 43.9 / 42.7 / 40.6 against 51.6 / 50.6 / 45.7 at
+  8192^2 / 4096 x 14336 / 14336 x 4096 (its 32-row tile spilled 556 bytes on them: not
+  taken); past 64 rows MX fp4 and NVFP4 go to kernels/wt_rows_mx.py first.
 Stream-K (SK) stays with 16 rows, where it was timed. Only sm90 was timed, so only sm90
 (and the interpreter, which tests them) takes them: :func:`max_rows`."""
 # e5m2 shares e4m3's tiles; MX int8 takes e4m3's 128-row one with WIDE's 64-code steps (bf16
