@@ -129,10 +129,10 @@ def _wt_rows_mx_kernel(
     if WFMT == 9 and NVX:  # the sums of v * e4m3 * 2**-8 x: times the tensor scale * 2**8
         acc = acc * (tl.load(z_ptr) * 256.0)
     at = offs_m[None, :].to(tl.int64) * N + offs_n[:, None]
-    mmask = offs_m[None, :] < M
+    mmask = (offs_m[None, :] < M) & nmask[:, None]  # (codes past N: TMA's zeros, not stored)
     if SPLIT_K == 1:
         if HAS_BIAS:
-            acc = acc + tl.load(b_ptr + offs_n).to(tl.float32)[:, None]
+            acc = acc + tl.load(b_ptr + offs_n, mask=nmask, other=0).to(tl.float32)[:, None]
         tl.store(y_ptr + at, acc.to(y_ptr.dtype.element_ty), mask=mmask)
     else:
         tl.store(p_ptr + pid_s.to(tl.int64) * M * N + at, acc, mask=mmask)
@@ -150,7 +150,7 @@ def serves(
     bf16) against contiguous codes [N, K·bits / 8] in a format of MIN_ROWS, MX in blocks of 32
     with the weight's BIG flag as ``zero`` (decode_mma_serves.BIG_MODE), NVFP4 with its
     float32 tensor scale as ``zero``; ``scale`` the group-major bytes (a view with strides
-    (1, N)); N a multiple of BLOCK_N, K of the step, codes 16-byte aligned by their storage
+    (1, N)); K a multiple of the step, codes 16-byte aligned by their storage
     offset (TMA; the dispatch asks of fake tensors under torch.compile); on NVIDIA sm90 or
     under the interpreter."""
     if not wt_rows.ENABLED or wfmt not in MIN_ROWS or x.dim() != 2:
@@ -160,7 +160,7 @@ def serves(
     if x.dtype not in X_DTYPES.get(wfmt, wt_rows.X_DTYPES) or not MIN_ROWS[wfmt] <= m <= ROWS:
         return False
     nv = wfmt is WeightFormat.NVFP4
-    if block_size != (16 if nv else 32) or k % step_k(wfmt) or n % BLOCK_N or not n:
+    if block_size != (16 if nv else 32) or k % step_k(wfmt) or not n:
         return False
     if zero is None or zero.dtype != (torch.float32 if nv else torch.int32):
         return False
@@ -212,7 +212,7 @@ def wt_rows_mx(
     bk = step_k(wfmt)
     nv = wfmt is WeightFormat.NVFP4
     scratch_allocator()
-    n_prog = n // BLOCK_N
+    n_prog = triton.cdiv(n, BLOCK_N)
     tile = TILE.get(wfmt, {})
     per_sm, stages = tile.get("per_sm", wt_rows.PER_SM), tile.get("stages", STAGES)
     p = splitk.plan(y, backend_of(x.device), n_prog, k, bk, split, per_sm=per_sm, fused=False)

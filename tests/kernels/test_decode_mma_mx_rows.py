@@ -12,7 +12,7 @@ import pytest
 import torch
 from _mx_cases import DEV, NEEDS_KERNELS, random_case
 from aoq.kernels import decode_mma as dm
-from aoq.kernels import mx_decode
+from aoq.kernels import mx_decode, wt_rows
 from aoq.kernels._common import WeightFormat
 
 from aoq.formats.mx import MXElem, pack_mx_codes
@@ -107,7 +107,7 @@ def test_e4m3_at_128_rows_steps_by_where_the_flag_is_read(host, monkeypatch):
     assert max_rel_error(want, y.float().cpu()) < 4e-3
 
 
-def test_past_sixteen_rows_only_decode_mma_serves():
+def test_past_sixteen_rows_only_decode_mma_serves(monkeypatch):
     """mx_decode's own tile holds 16 rows: past them serves() refuses unless mma_rows says
     decode_mma takes the call, and mx_decode_triton refuses what decode_mma does not take
     (here row-major bytes, which it reads only at 16 rows and fewer)."""
@@ -124,7 +124,11 @@ def test_past_sixteen_rows_only_decode_mma_serves():
     assert mx_decode.serves(x[:16], q, 32) is None
     # NVFP4, fp6 and MX int8 with fp16 x stop at 64 rows (at 128 the emulated path was the
     # faster; MX int8's 128-row tile takes bf16 x only: decode_mma_tiles.BF16_ONLY_ROWS);
-    # past 64 NVFP4 goes to kernels/wt_rows_mx.py, which takes N a multiple of 64 (not 130)
+    # past 64 NVFP4 goes to kernels/wt_rows_mx.py (test_wt_rows_mx.py), off here
+    args, kw, _ = _case("nvfp4", 100)
+    served = mx_decode.mma_rows(args[0], args[1], args[2], args[3], 16, WeightFormat.NVFP4)
+    assert served == (100 if dm.max_rows(WeightFormat.NVFP4, args[0].device) > 16 else 16)
+    monkeypatch.setattr(wt_rows, "ENABLED", False)
     for elem, xdt in (("nvfp4", torch.bfloat16), ("int8", torch.float16),
                       ("fp6_e3m2", torch.bfloat16)):  # fmt: skip
         args, kw, _ = _case(elem, 100, xdt)
