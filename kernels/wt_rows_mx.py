@@ -66,7 +66,7 @@ MIN_ROWS = {
 }
 """The fewest rows served, by format (ROWS + 1: none). MX fp4 and NVFP4 from 65, where every
 shape timed ran faster than decode_mma's tile (MX fp4) or the emulated path (NVFP4, which
-had no decode tile past 64); MX e4m3 and int8 not served: within -2 to +7 % of decode_mma's
+had no decode tile past 64); MX e4m3 and int8 not served: within -3 to +7 % of decode_mma's
 WIDE tiles at 112-128 rows, slower below (H200, bench/NOTES.md session 54). The kernel takes
 them for probes (bench/rows_ab.py serves every format from 65)."""
 X_DTYPES = {WeightFormat.MX_INT8: (torch.bfloat16,)}
