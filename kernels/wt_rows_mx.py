@@ -46,17 +46,16 @@ TILE: dict[WeightFormat, dict[str, int]] = {
 }
 """Per format, what differs from wt_rows' tile: ``per_sm`` (the K split's aim, wt_rows.PER_SM),
 ``stages`` (STAGES), ``step`` (codes a step, :func:`step_k`: four blocks, or two) and ``cvt``
-(MX 8-bit with bf16 x: the kernel's CVT); a
-probe's overrides go here (bench/rows_ab.py ``--mx-tile``). 64-code steps take 53 KB of
+(MX 8-bit with bf16 x: the kernel's CVT, a probe that did not win); a probe's overrides go
+here (bench/rows_ab.py ``--mx-tile``). 64-code steps take 53 KB of
 shared memory at 3 stages, so four programs fit an SM where 128-code steps fit two: MX fp4 at
 128 rows 49.9 / 48.5 / 45.4 µs against 52.9 / 48.4 / 47.2 at 8192^2 / 4096 x 14336 / 14336 x
 4096, NVFP4 61.2 / 59.3 / 55.0 against 83.3 / 76.4 / 73.7 (its steps were 64 codes already);
-MX e4m3 and int8 lost 20-30 % on them (H200, session 54)."""
+MX e4m3 and int8 lost 16-35 % on them (H200, session 54)."""
 X_DESC_ROWS = {WeightFormat.NVFP4: 80}
 """x through its descriptor from this many rows, by format (else wt_rows.X_DESC_ROWS): NVFP4
 at 80 rows 59.9 / 63.0 / 53.5 µs through it, 66.8 / 65.4 / 60.4 by masked loads; at 65 the
 descriptor won two shapes of three, and lost the third by 14 % (H200, session 54)."""
-BYTE_FORMATS = (WeightFormat.MX_FP8, WeightFormat.MX_FP8_E5M2, WeightFormat.MX_INT8)
 MIN_ROWS = {
     WeightFormat.MX_FP4: 65,
     WeightFormat.NVFP4: 65,
