@@ -6,7 +6,7 @@ Why: bf16_codes' MX fp4 / fp8 assembly reads one E8M0 byte for the four codes it
 holds where Triton's layout gives a thread four consecutive codes of a row (decode_mma's
 loads). With the decoded weights as wgmma's register operand (wt_rows_mx.py) the layout
 packs codes of two rows, and that assembly scaled them by the wrong block (relative error
-0.19-0.31 on an H200, session 54), as MX int8's per-code steps (bf16_codes.int8_steps) and
+0.07-0.31 on an H200, session 54), as MX int8's per-code steps (bf16_codes.int8_steps) and
 NVFP4's did not. Here the E8M0 bytes become bf16 steps a row at a time (:func:`mx_steps`: a
 few instructions for a step's four blocks, not per code), which _common.block_columns spreads
 over the step's columns like the bytes before.
