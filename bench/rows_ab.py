@@ -8,7 +8,8 @@ reduction).
 wt_rows_mx.py off (``mma``: decode_mma; NVFP4 past 64 rows: the emulated path), on with x
 through its tensor descriptor (``tma``) and on with x by masked loads (``ptr``), every format
 served from 65 rows for the probe. ``--ways`` picks some of the three, ``--mx-tile`` sets
-wt_rows_mx.TILE (its K split's programs an SM, its pipeline's stages) for every format.
+wt_rows_mx.TILE (its K split's programs an SM, its pipeline's stages) for every format,
+``--tile`` wt_rows.TILE by the kernel's WFMT.
 
 Why (session 50): wt_rows's descriptor box over x holds 128 rows, and where x has fewer the
 box runs past its last row; such loads ran slowly on an H200. This is the table that
@@ -65,9 +66,12 @@ def main() -> None:
     ap.add_argument("--ways", default=",".join(WAYS), help="of " + ", ".join(WAYS))
     ap.add_argument("--mx-tile", default="{}", help='wt_rows_mx.TILE for every format, e.g. '
                     '\'{"per_sm": 4, "stages": 4}\'')  # fmt: skip
+    ap.add_argument("--tile", default="{}", help='wt_rows.TILE by WFMT (0 per-channel, 1 int4, '
+                    '2 W4A8), e.g. \'{"1": {"step": 64, "per_sm": 3}}\'')  # fmt: skip
     args = ap.parse_args()
     tile = json.loads(args.mx_tile)
     wt_rows_mx.TILE.update(dict.fromkeys(wt_rows_mx.MIN_ROWS, tile) if tile else {})
+    wt_rows.TILE.update({int(w): t for w, t in json.loads(args.tile).items()})
     from aoq.testing.cases import inference_configs
 
     configs = {c.id: c for c in inference_configs()}

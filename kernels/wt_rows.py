@@ -66,6 +66,12 @@ STAGES = 3
 PER_SM = 2
 """Programs an SM the K split aims at (3 stages of a 64 x 128 code step and a 128 x 128 bf16
 x step take 112 KB of shared memory on sm90, int4's 104 KB)."""
+TILE: dict[int, dict[str, int]] = {}
+"""A probe's tile by the kernel's WFMT (0 per-channel, 1 int4, 2 W4A8): ``step`` (codes a
+step, BLOCK_K; 64: half of int4's group, half the shared memory) and ``per_sm`` (PER_SM).
+Empty: every format at BLOCK_K and PER_SM, as timed (bench/rows_ab.py ``--tile``). Why a probe:
+wt_rows_mx's 64-code steps at four programs an SM ran NVFP4 at 128 rows 28 % faster than at
+two (bench/NOTES.md session 54); int4 and W4A8 here hold 104-109 KB, two programs an SM."""
 MIN_ROWS = {WeightFormat.INT8: 112, WeightFormat.FP8: 112, WeightFormat.UINT4: 96}
 """The fewest rows served, by format: where every goal shape ran faster than decode_mma."""
 W4A8_MIN_ROWS = 65
@@ -121,11 +127,12 @@ def _wt_rows_kernel(
     y [M, N] scaled, biased and cast; else the float32 partial [M, N] into p[s].
 
     WFMT 0 (int8 / e4m3 codes [N, K]): the scale s [N] multiplies the sums at the end. WFMT 1
-    (int4, groups of BLOCK_K codes, packed two a byte low nibble first): (q - z) exact in x's
-    dtype on the MMA, each group's product times its scale s[n, g] (strides stride_sn,
-    stride_sg; z alike, or with ZW int32 words of four groups, packing.pack_zero_words);
-    TILED: the codes in packing.tile_uint4's order (tiles of BLOCK_N rows x BLOCK_K / 2 bytes
-    one after another along K), one tile a step. WFMT 2 (W4A8's int4 codes q + 8, packed as
+    (int4, groups of GROUP codes, packed two a byte low nibble first; a step BLOCK_K codes of
+    one group): (q - z) exact in x's dtype on the MMA, each step's product times its group's
+    scale s[n, g] (strides stride_sn, stride_sg; z alike, or with ZW int32 words of four
+    groups, packing.pack_zero_words); TILED: the codes in packing.tile_uint4's order (tiles
+    of BLOCK_N rows x GROUP / 2 bytes one after another along K), a tile or half of one a
+    step. WFMT 2 (W4A8's int4 codes q + 8, packed as
     WFMT 1, in groups of GROUP, a power of two): each weight (q - 8) · s[n, g] in float32,
     rounded once to x's dtype (weight_dequant's values). X_DESC: x through a tensor
     descriptor, else by masked loads. UPCAST (the interpreter): float32 operands (its int8 ->
@@ -136,9 +143,9 @@ def _wt_rows_kernel(
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_m = tl.arange(0, ROWS)
     x_desc = x_descriptor(x_ptr, M, K, ROWS, BLOCK_K, X_DESC)
-    if WFMT == 1 and TILED:  # the codes as rows of one tile row's bytes
+    if WFMT == 1 and TILED:  # the codes as rows of one tile row's bytes (GROUP / 2 of them)
         w_desc = tl.make_tensor_descriptor(
-            w_ptr, [N * K // BLOCK_K, BLOCK_K // 2], [BLOCK_K // 2, 1], [BLOCK_N, BLOCK_K // 2]
+            w_ptr, [N * K // GROUP, GROUP // 2], [GROUP // 2, 1], [BLOCK_N, BLOCK_K // 2]
         )
     elif WFMT >= 1:
         w_desc = tl.make_tensor_descriptor(w_ptr, [N, K // 2], [K // 2, 1], [BLOCK_N, BLOCK_K // 2])
@@ -151,11 +158,11 @@ def _wt_rows_kernel(
         if UPCAST:
             xt = xt.to(tl.float32)
         if WFMT == 1:
-            if TILED:
-                b = w_desc.load([(pid_n * (K // BLOCK_K) + k0 // BLOCK_K) * BLOCK_N, 0])
+            if TILED:  # (a step of BLOCK_K codes within the group's tile of GROUP)
+                b = w_desc.load([(pid_n * (K // GROUP) + k0 // GROUP) * BLOCK_N, k0 % GROUP // 2])
             else:
                 b = w_desc.load([pid_n * BLOCK_N, k0 // 2])
-            g = k0 // BLOCK_K
+            g = k0 // GROUP
             sg = tl.load(s_ptr + offs_n * stride_sn + g * stride_sg).to(tl.float32)
             if ZW:  # the word's byte g % 4, loaded as a byte (a 4-byte load is pipelined
                 # through shared memory, which left one program an SM: 92 against 51 µs)
@@ -283,15 +290,17 @@ def _run(
         raise ValueError(f"wt_rows writes a contiguous y, got strides {y.stride()}")
     scratch_allocator()  # (the first launch goes through Triton's own)
     n_prog = n // BLOCK_N
-    p = splitk.plan(y, backend_of(x.device), n_prog, k, BLOCK_K, split, per_sm=PER_SM,
-                    fused=False)  # fmt: skip
+    tile = TILE.get(wfmt, {})
+    bk = tile.get("step", BLOCK_K)
+    p = splitk.plan(y, backend_of(x.device), n_prog, k, bk, split,
+                    per_sm=tile.get("per_sm", PER_SM), fused=False)  # fmt: skip
     sn, sg = (s.stride(0), s.stride(1)) if wfmt else (1, 0)
     zn, zg = (z.stride(0), z.stride(1)) if wfmt == 1 else (1, 0)
     launch(_wt_rows_kernel, (n_prog, p.split),
         x, qdata, s, z, bias if bias is not None else s, y, p.partials, m, n, k, p.k_split,
         sn, sg, zn, zg,
         WFMT=wfmt, TILED=tiled, ZW=z.dtype == torch.int32, HAS_BIAS=bias is not None,
-        SPLIT_K=p.split, ROWS=ROWS, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, STAGES=STAGES,
+        SPLIT_K=p.split, ROWS=ROWS, BLOCK_N=BLOCK_N, BLOCK_K=bk, STAGES=STAGES,
         X_DESC=m >= X_DESC_ROWS, GROUP=group, UPCAST=INTERPRET, TRIGGER=p.chain, num_warps=4,
         num_stages=STAGES,
     )  # fmt: skip

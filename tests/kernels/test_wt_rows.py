@@ -168,6 +168,32 @@ def test_x_by_descriptor_or_by_pointers_the_same_sums(fmt, m, monkeypatch):
     assert torch.equal(ys[0], ys[1])
 
 
+@runs
+@pytest.mark.parametrize(("fmt", "tiled", "zeros"), [("int8", False, None), ("int4", False, "rows"),
+                                                     ("int4", True, "words")])  # fmt: skip
+def test_half_group_steps_the_float64_product(fmt, tiled, zeros, monkeypatch):
+    """TILE's ``step`` 64 (a probe): per-channel codes, and int4 with two steps a group (the
+    tiled codes' half tiles, each step's product times its group's scale)."""
+    monkeypatch.setattr(wt_rows, "TILE", {0: {"step": 64, "per_sm": 4}, 1: {"step": 64}})
+    torch.manual_seed(6)
+    n, k, m = 128, 512, 100
+    if fmt == "int4":
+        q, s, z, deq = _int4(n, k, tiled, zeros)
+    else:
+        (q, s, deq), z = _weight(fmt, n, k), None
+    x = _x(m, k, torch.bfloat16)
+    y = torch.empty(m, n, dtype=torch.bfloat16, device=DEV)
+    steps = []
+    launch = wt_rows.launch
+    monkeypatch.setattr(
+        wt_rows, "launch", lambda *a, **kw: steps.append(kw["BLOCK_K"]) or launch(*a, **kw)
+    )
+    wt_rows.wt_rows(x, q, s, z, None, y, 2, tiled)
+    assert steps == [64]
+    want = x.double() @ deq.T
+    assert ((y.double() - want).abs() <= 2 * 2.0**-7 * want.abs() + 1e-3).all()
+
+
 def test_a_step_is_one_int4_tile():
     """Tiled codes: a program's step (BLOCK_N rows x BLOCK_K codes) is one of
     packing.tile_uint4's tiles, which the kernel's descriptor reads as one block."""

@@ -57,6 +57,20 @@ def test_the_dequant_mm_operands_summed_in_float32(group, dtype, m, split, bias)
     assert torch.allclose(y.cpu().float(), ref.float(), rtol=2 * ulp, atol=1e-3)
 
 
+@runs
+@pytest.mark.parametrize("group", [32, 128])
+def test_half_steps_the_dequant_mm_operands(group, monkeypatch):
+    """TILE's ``step`` 64 (a probe): two groups of 32 a step, or half a group of 128."""
+    monkeypatch.setattr(wt_rows, "TILE", {2: {"step": 64, "per_sm": 4}})
+    torch.manual_seed(1)
+    n, k, m = 128, 512, 100
+    codes, s = _w4a8(n, k, group)
+    xd = torch.randn(m, k, device=DEV).to(torch.bfloat16)
+    y = wt_rows.w4a8_rows(xd, codes, s, None, 2)
+    want = xd.double() @ _dequant_mm_operands(xd, codes, s).double().T
+    assert ((y.double() - want).abs() <= 2 * 2.0**-7 * want.abs() + 1e-3).all()
+
+
 def test_serves_w4a8():
     x = torch.empty(100, 256, dtype=torch.bfloat16)
     codes, s = torch.empty(128, 128, dtype=torch.uint8), torch.empty(128, 8)
