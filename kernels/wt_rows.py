@@ -158,7 +158,10 @@ def _wt_rows_kernel(
         if UPCAST:
             xt = xt.to(tl.float32)
         if WFMT == 1:
-            if TILED:  # (a step of BLOCK_K codes within the group's tile of GROUP)
+            if TILED and BLOCK_K == GROUP:  # a step a tile
+                b = w_desc.load([(pid_n * (K // GROUP) + k0 // GROUP) * BLOCK_N, 0])
+            elif TILED:  # (TILE's step: BLOCK_K codes of the group's tile; the column an offset
+                # in the tile spilled 3 registers on gfx942 where it is always 0)
                 b = w_desc.load([(pid_n * (K // GROUP) + k0 // GROUP) * BLOCK_N, k0 % GROUP // 2])
             else:
                 b = w_desc.load([pid_n * BLOCK_N, k0 // 2])
