@@ -165,17 +165,24 @@ def test_exact_steps_one_hot_is_each_weight_rounded_once(monkeypatch, ts, split,
     assert y[0, 2].isnan()
 
 
-@pytest.mark.parametrize(("m", "split"), [(1, 1), (5, 3), (16, 2)])
-def test_exact_steps_match_the_product(m, split):
-    """NVX on a quantized random weight (unaligned N, a bias, K split): the float64 product
-    of the quantized values, to float32 summation and the output's rounding."""
-    n, k = 130, 512
+def _random_exact(m: int, n: int, k: int) -> tuple:
+    """A quantized random weight [n, k] and m rows of bf16 x, seeded by m -> (the generator,
+    for what else a test draws; packed codes, group-major bytes, tensor scale; NVX's weight
+    as float64; x)."""
     g = torch.Generator().manual_seed(m)
     codes, scale, ts = nvfp4_quantize(torch.randn(n, k, generator=g) * 0.02)
     gm = scale.view(torch.uint8).t().contiguous().t()
     q = pack_uint4(codes)
     w = _exact_weight(q, gm, ts, n, k).double()
-    x = torch.randn(m, k, generator=g).to(torch.bfloat16)
+    return g, q, gm, ts, w, torch.randn(m, k, generator=g).to(torch.bfloat16)
+
+
+@pytest.mark.parametrize(("m", "split"), [(1, 1), (5, 3), (16, 2)])
+def test_exact_steps_match_the_product(m, split):
+    """NVX on a quantized random weight (unaligned N, a bias, K split): the float64 product
+    of the quantized values, to float32 summation and the output's rounding."""
+    n, k = 130, 512
+    g, q, gm, ts, w, x = _random_exact(m, n, k)
     bias = torch.randn(n, generator=g).to(torch.bfloat16)
     want = x.double() @ w.T + bias.double()
     y = torch.empty(m, n, dtype=out_dtype(torch.bfloat16), device=DEV)
@@ -189,12 +196,7 @@ def test_steps_by_padding(monkeypatch, m, step):
     """TILE's ``at8``: x padded to 8 rows (M <= 8) takes 128-code steps (four groups, eight
     blocks: _common.block_columns8), 16 rows 64-code ones; the float64 product either way."""
     n, k = 130, 512
-    g = torch.Generator().manual_seed(m)
-    codes, scale, ts = nvfp4_quantize(torch.randn(n, k, generator=g) * 0.02)
-    gm = scale.view(torch.uint8).t().contiguous().t()
-    q = pack_uint4(codes)
-    w = _exact_weight(q, gm, ts, n, k).double()
-    x = torch.randn(m, k, generator=g).to(torch.bfloat16)
+    g, q, gm, ts, w, x = _random_exact(m, n, k)
     steps = []
     launch = dm.launch
     monkeypatch.setattr(
