@@ -68,7 +68,9 @@ PER_SM = 2
 x step take 112 KB of shared memory on sm90, int4's 104 KB)."""
 TILE: dict[int, dict[str, int]] = {}
 """A probe's tile by the kernel's WFMT (0 per-channel, 1 int4, 2 W4A8): ``step`` (codes a
-step, BLOCK_K; 64: half of int4's group, half the shared memory) and ``per_sm`` (PER_SM).
+step, BLOCK_K; 64: half of int4's group, half the shared memory), ``per_sm`` (PER_SM),
+``stages`` (STAGES), ``bn`` (BLOCK_N; 128 with ``warps`` 8: one wgmma's 64 rows a warp group,
+x read from L2 once every 128 rows of W instead of 64; where N is not a multiple of it, 64).
 Empty: every format at BLOCK_K and PER_SM, as timed (bench/rows_ab.py ``--tile``). Why a probe:
 wt_rows_mx's 64-code steps at four programs an SM ran NVFP4 at 128 rows 28 % faster than at
 two (bench/NOTES.md session 54); int4 and W4A8 here hold 104-109 KB, two programs an SM."""
@@ -143,7 +145,13 @@ def _wt_rows_kernel(
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_m = tl.arange(0, ROWS)
     x_desc = x_descriptor(x_ptr, M, K, ROWS, BLOCK_K, X_DESC)
-    if WFMT == 1 and TILED:  # the codes as rows of one tile row's bytes (GROUP / 2 of them)
+    if WFMT == 1 and TILED and BLOCK_N > 64:  # (TILE's ``bn``) the tiles as [N / 64, K /
+        # GROUP, 64, GROUP / 2]: BLOCK_N / 64 tiles of one group a box
+        w_desc = tl.make_tensor_descriptor(
+            w_ptr, [N // 64, K // GROUP, 64, GROUP // 2], [32 * K, 32 * GROUP, GROUP // 2, 1],
+            [BLOCK_N // 64, 1, 64, BLOCK_K // 2],
+        )  # fmt: skip
+    elif WFMT == 1 and TILED:  # the codes as rows of one tile row's bytes (GROUP / 2 of them)
         w_desc = tl.make_tensor_descriptor(
             w_ptr, [N * K // GROUP, GROUP // 2], [GROUP // 2, 1], [BLOCK_N, BLOCK_K // 2]
         )
@@ -158,7 +166,10 @@ def _wt_rows_kernel(
         if UPCAST:
             xt = xt.to(tl.float32)
         if WFMT == 1:
-            if TILED and BLOCK_K == GROUP:  # a step a tile
+            if TILED and BLOCK_N > 64:
+                b = w_desc.load([pid_n * (BLOCK_N // 64), k0 // GROUP, 0, k0 % GROUP // 2])
+                b = b.reshape(BLOCK_N, BLOCK_K // 2)
+            elif TILED and BLOCK_K == GROUP:  # a step a tile
                 b = w_desc.load([(pid_n * (K // GROUP) + k0 // GROUP) * BLOCK_N, 0])
             elif TILED:  # (TILE's step: BLOCK_K codes of the group's tile; the column an offset
                 # in the tile spilled 3 registers on gfx942 where it is always 0)
@@ -292,9 +303,11 @@ def _run(
     if not y.is_contiguous():  # (the kernel stores rows of N)
         raise ValueError(f"wt_rows writes a contiguous y, got strides {y.stride()}")
     scratch_allocator()  # (the first launch goes through Triton's own)
-    n_prog = n // BLOCK_N
     tile = TILE.get(wfmt, {})
+    bn = tile.get("bn", BLOCK_N) if n % tile.get("bn", BLOCK_N) == 0 else BLOCK_N
+    n_prog = n // bn
     bk = tile.get("step", BLOCK_K)
+    stages = tile.get("stages", STAGES)
     p = splitk.plan(y, backend_of(x.device), n_prog, k, bk, split,
                     per_sm=tile.get("per_sm", PER_SM), fused=False)  # fmt: skip
     sn, sg = (s.stride(0), s.stride(1)) if wfmt else (1, 0)
@@ -303,9 +316,9 @@ def _run(
         x, qdata, s, z, bias if bias is not None else s, y, p.partials, m, n, k, p.k_split,
         sn, sg, zn, zg,
         WFMT=wfmt, TILED=tiled, ZW=z.dtype == torch.int32, HAS_BIAS=bias is not None,
-        SPLIT_K=p.split, ROWS=ROWS, BLOCK_N=BLOCK_N, BLOCK_K=bk, STAGES=STAGES,
-        X_DESC=m >= X_DESC_ROWS, GROUP=group, UPCAST=INTERPRET, TRIGGER=p.chain, num_warps=4,
-        num_stages=STAGES,
+        SPLIT_K=p.split, ROWS=ROWS, BLOCK_N=bn, BLOCK_K=bk, STAGES=stages,
+        X_DESC=m >= X_DESC_ROWS, GROUP=group, UPCAST=INTERPRET, TRIGGER=p.chain,
+        num_warps=tile.get("warps", 4), num_stages=stages,
     )  # fmt: skip
     p.finish(y, col_scale=s if wfmt == 0 else None, bias=bias)
     return y

@@ -45,7 +45,8 @@ TILE: dict[WeightFormat, dict[str, int]] = {
     WeightFormat.NVFP4: {"per_sm": 4},
 }
 """Per format, what differs from wt_rows' tile: ``per_sm`` (the K split's aim, wt_rows.PER_SM),
-``stages`` (STAGES), ``step`` (codes a step, :func:`step_k`: four blocks, or two) and ``cvt``
+``stages`` (STAGES), ``step`` (codes a step, :func:`step_k`: four blocks, or two), ``bn`` and
+``warps`` (BLOCK_N and the warps; a probe as wt_rows.TILE's) and ``cvt``
 (MX 8-bit with bf16 x: the kernel's CVT, a probe that did not win); a probe's overrides go
 here (bench/rows_ab.py ``--mx-tile``). 64-code steps take 53 KB of
 shared memory at 3 stages, so four programs fit an SM where 128-code steps fit two: MX fp4 at
@@ -211,8 +212,9 @@ def wt_rows_mx(
     bk = step_k(wfmt)
     nv = wfmt is WeightFormat.NVFP4
     scratch_allocator()
-    n_prog = triton.cdiv(n, BLOCK_N)
     tile = TILE.get(wfmt, {})
+    bn = tile.get("bn", BLOCK_N)
+    n_prog = triton.cdiv(n, bn)
     per_sm, stages = tile.get("per_sm", wt_rows.PER_SM), tile.get("stages", STAGES)
     p = splitk.plan(y, backend_of(x.device), n_prog, k, bk, split, per_sm=per_sm, fused=False)
     big = 0 if nv else min(BIG_MODE[zero.numel()], 1)  # (on the device: the second multiply)
@@ -222,10 +224,10 @@ def wt_rows_mx(
         x, qdata, s, zero if nv else s, bias if bias is not None else s, y, p.partials,
         m, n, k, p.k_split,
         WFMT=int(wfmt), GROUP_SIZE=32, HAS_BIAS=bias is not None, SPLIT_K=p.split, ROWS=ROWS,
-        BLOCK_N=BLOCK_N, BLOCK_K=bk, STAGES=stages, BIG=big, ASM=not INTERPRET,
+        BLOCK_N=bn, BLOCK_K=bk, STAGES=stages, BIG=big, ASM=not INTERPRET,
         NVX=nv and nvx, X_DESC=m >= X_DESC_ROWS.get(wfmt, wt_rows.X_DESC_ROWS),
-        UPCAST=INTERPRET, TRIGGER=p.chain, CVT=bool(tile.get("cvt", False)), num_warps=4,
-        num_stages=stages,
+        UPCAST=INTERPRET, TRIGGER=p.chain, CVT=bool(tile.get("cvt", False)),
+        num_warps=tile.get("warps", 4), num_stages=stages,
     )  # fmt: skip
     p.finish(y, bias=bias)
     return y

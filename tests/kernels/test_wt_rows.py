@@ -194,6 +194,36 @@ def test_half_group_steps_the_float64_product(fmt, tiled, zeros, monkeypatch):
     assert ((y.double() - want).abs() <= 2 * 2.0**-7 * want.abs() + 1e-3).all()
 
 
+@runs
+@pytest.mark.parametrize(("fmt", "tiled", "zeros", "step"), [("int8", False, None, 128),
+                         ("int4", False, "rows", 128), ("int4", True, "words", 128),
+                         ("int4", True, "words", 64)])  # fmt: skip
+def test_wide_weight_tiles_the_float64_product(fmt, tiled, zeros, step, monkeypatch):
+    """TILE's ``bn`` 128 (a probe: one program's 128 rows of W on eight warps, x read from L2
+    half as often): tiled int4 codes as two tiles a box (a 4-D descriptor), whole or half
+    tiles a step; N 192 not a multiple of 128 keeps 64."""
+    tile = {"bn": 128, "warps": 8, "step": step, "stages": 2}
+    monkeypatch.setattr(wt_rows, "TILE", {0: tile, 1: tile})
+    torch.manual_seed(7)
+    tiles = []
+    launch = wt_rows.launch
+    monkeypatch.setattr(
+        wt_rows, "launch", lambda *a, **kw: tiles.append(kw["BLOCK_N"]) or launch(*a, **kw)
+    )
+    for n in (256, 192):
+        k, m = 256, 100
+        if fmt == "int4":
+            q, s, z, deq = _int4(n, k, tiled, zeros)
+        else:
+            (q, s, deq), z = _weight(fmt, n, k), None
+        x = _x(m, k, torch.bfloat16)
+        y = torch.empty(m, n, dtype=torch.bfloat16, device=DEV)
+        wt_rows.wt_rows(x, q, s, z, None, y, 2, tiled)
+        assert tiles.pop() == (128 if n % 128 == 0 else 64)
+        want = x.double() @ deq.T
+        assert ((y.double() - want).abs() <= 2 * 2.0**-7 * want.abs() + 1e-3).all()
+
+
 def test_a_step_is_one_int4_tile():
     """Tiled codes: a program's step (BLOCK_N rows x BLOCK_K codes) is one of
     packing.tile_uint4's tiles, which the kernel's descriptor reads as one block."""

@@ -97,6 +97,18 @@ def test_n_not_a_multiple_of_the_tile(elem, split, enabled):
     assert max_rel_error(want, y.float().cpu()) < 4e-3
 
 
+@runs
+@pytest.mark.parametrize("elem,n", [("fp4_e2m1", 256), ("nvfp4", 130)])
+def test_wide_weight_tiles(elem, n, enabled, monkeypatch):
+    """TILE's ``bn`` 128 on eight warps (a probe: x read from L2 half as often), N a multiple
+    of it or not: the emulated product."""
+    monkeypatch.setitem(wt_rows_mx.TILE, FMT[elem], {"bn": 128, "warps": 8, "step": 64})
+    x, q, gm, zero, bias, want = _case(elem, 100, torch.bfloat16, n=n)
+    y = torch.empty(100, n, dtype=torch.float32 if INTERPRET else torch.bfloat16, device=DEV)
+    wt_rows_mx.wt_rows_mx(x, q, gm, zero, bias, y, FMT[elem], 2)
+    assert max_rel_error(want, y.float().cpu()) < 4e-3
+
+
 @pytest.mark.skipif(not GPU, reason="cvt is a GPU path: the interpreter runs the float decode")
 @pytest.mark.parametrize("elem", ["fp8_e4m3", "fp8_e5m2", "int8"])
 def test_hardware_conversion_matches_the_emulated_product(elem, every_format, monkeypatch):
