@@ -352,4 +352,15 @@ def wt_rows_specs(target: str) -> list[Spec]:
         for s in (int8, fp8, int4)
         if target in PDL_TARGETS
     ]
-    return [int8, fp8, int4, w4a8, *chain]
+    # the wide tile (wt_rows.WIDE_TILE: 128 rows of W on two warp groups, x by its descriptor)
+    bn = {"BLOCK_N": wt_rows.WIDE_N, "X_DESC": True}
+    wide = [
+        dataclasses.replace(
+            s,
+            name=f"{s.name}_wide",
+            constexprs={**s.constexprs, **bn},
+            warps=wt_rows.WIDE_TILE["warps"],
+        )
+        for s in (int8, fp8, w4a8)
+    ]
+    return [int8, fp8, int4, w4a8, *chain, *wide]

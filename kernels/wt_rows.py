@@ -1,9 +1,11 @@
 """Weight-only int8, e4m3 and int4 (groups of 128) linears at up to 128 rows of x on sm90 (from
-112 rows for int8 and e4m3, 96 for int4), and W4A8 at 65-128 rows (:func:`w4a8_rows`): the
-weights as wgmma's register operand, x and the codes through tensor descriptors.
+112 rows for int8 and e4m3, from 65 on the wide tile; 96 for int4), and W4A8 at 65-128 rows
+(kernels/wt_rows_w4a8.py's entry): the weights as wgmma's register operand, x and the codes
+through tensor descriptors.
 
 Orientation: y^T = W x^T. A program takes BLOCK_N rows of W (the MMA's M side, 64: one
-wgmma's rows per warp group) against all ROWS (128) rows of x (the MMA's N side). Each step's
+wgmma's rows per warp group; the wide tile 128 on two) against all ROWS (128) rows of x (the
+MMA's N side). Each step's
 codes arrive in shared memory by TMA, are converted to x's dtype in registers and go to wgmma
 as its A operand from registers; x^T is the B operand from shared memory, as TMA wrote it.
 The per-channel scale multiplies the outputs, not the codes: y[m, n] = s[n] Σ_k x[m, k] q[n, k]
@@ -19,31 +21,24 @@ handle those); the descriptors live in global scratch from Triton's allocator, w
 _launch.scratch_allocator points at torch's caching allocator where none is set. Rows of x
 past M read as zeros (TMA's out-of-bounds fill) and are not stored.
 
-K is split across programs where N / BLOCK_N column tiles would leave SMs idle (splitk.plan,
-two programs an SM: 8192^2 splits in 2, N 14336 not at all, N 4096 in 4), the partials summed
-in split order by splitk's reduction kernel, which applies the scale and the bias.
+K is split where the column tiles would leave SMs idle (splitk.plan, two programs an SM, the
+wide tile one), the partials summed in split order by splitk's reduction kernel, which
+applies the scale and the bias.
 
-Why: past 64 rows decode_mma writes each converted step to shared memory for the MMA, and ran
-at 0.67-0.85x bf16 at 128 rows on an H200. bench.ws_probe (session 49, H200, 128 rows, host
-descriptors, row-major codes) timed this tile at 46.3 / 39.7 / 38.1 µs for int8, 44.6 /
-38.3 / 39.0 for e4m3 and 58.5 / 49.4 / 49.6 for int4 at 8192^2 / 4096 x 14336 / 14336 x
-4096, against decode_mma's 51.9 / 51.3 / 47.6, 48.8 / 47.9 / 44.4 and 63.3 / 63.1 / 58.3
-(bench run c78e5d) and bf16's 37.9-38.7 / 34.1-34.5 / 37.2-37.3. Warp specialization of the
-same loop ran 72-100 µs, and hung at 128-row weight tiles.
-
-Served (session 50, H200, graph replays through F.linear, µs at 8192^2 / 4096 x 14336 /
-14336 x 4096): at 128 rows int8 49.6 / 40.8 / 42.0 against decode_mma's 52.1 / 51.3 / 47.0,
-e4m3 47.1 / 39.3 / 40.3 against 48.2 / 47.9 / 44.1, int4 55.2 / 50.6 / 49.6 against 62.6 /
-62.7 / 56.3; at 112 rows int8 45.1 / 39.6 / 40.0 against 50.7 / 50.2 / 46.4. Below MIN_ROWS
-decode_mma keeps the rows: a TMA box that runs past x's last row loads slowly (int8 at 65
-rows 73.8 / 65.7 / 54.9 µs, at 96 58.3 / 51.0 / 43.3, against decode_mma's 48.2 / 48.6 / 44.0
-and 50.0 / 49.7 / 45.0); x by masked loads instead (``X_DESC``) ran from 11 % faster to
-13 % slower than decode_mma at 65-96 rows (bench/NOTES.md, session 50). ``AOQ_WT_ROWS=0``
-turns it off; ``AOQ_WT_ROWS_DESC=R`` loads x by masked loads below R rows (A/B runs).
+Why: past 64 rows decode_mma writes each converted step to shared memory for the MMA (0.67-0.85x
+bf16 at 128 rows on an H200). Served here (session 50, H200, µs at 8192^2 / 4096 x 14336 /
+14336 x 4096, 128 rows): int8 49.6 / 40.8 / 42.0 against decode_mma's 52.1 / 51.3 / 47.0, int4
+55.2 / 50.6 / 49.6 against 62.6 / 62.7 / 56.3. A TMA box that runs past x's last row loads
+slowly, so below MIN_ROWS decode_mma keeps the 64-row tile's rows; the wide tile (WIDE_TILE,
+session 55) reads x half as often and takes int8 and e4m3 from 65 rows, and W4A8, where it
+fills a wave. Measurements and what lost: bench/NOTES.md sessions 49, 50 and 55.
+``AOQ_WT_ROWS=0`` turns it off; ``AOQ_WT_ROWS_DESC=R`` loads x by masked loads below R rows
+on the 64-row tile (A/B runs).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 
 import torch
@@ -53,9 +48,6 @@ from aoq.kernels import splitk
 from aoq.kernels._common import INTERPRET, WeightFormat, backend_of
 from aoq.kernels._launch import launch, scratch_allocator
 from aoq.kernels.decode_mma_tiles import _sm90
-
-from aoq.formats import linear as ref
-from aoq.formats.packing import unpack_uint4
 
 ENABLED = os.environ.get("AOQ_WT_ROWS", "1") != "0"
 """Serve MIN_ROWS..ROWS rows here (off: decode_mma keeps them; A/B runs, bisecting)."""
@@ -75,10 +67,26 @@ Empty: every format at BLOCK_K and PER_SM, as timed (bench/rows_ab.py ``--tile``
 wt_rows_mx's 64-code steps at four programs an SM ran NVFP4 at 128 rows 28 % faster than at
 two (bench/NOTES.md session 54); int4 and W4A8 here hold 104-109 KB, two programs an SM."""
 MIN_ROWS = {WeightFormat.INT8: 112, WeightFormat.FP8: 112, WeightFormat.UINT4: 96}
-"""The fewest rows served, by format: where every goal shape ran faster than decode_mma."""
-W4A8_MIN_ROWS = 65
-"""W4A8 (:func:`w4a8_rows`) from here: its other path past 64 rows dequantizes the weights
-into a bf16 copy for cuBLAS (0.38-0.40x bf16 at 128 rows on an H200, run 0a4e49)."""
+"""The fewest rows served on the 64-row tile, by format: where every goal shape ran faster
+than decode_mma. Per-channel codes from 65 rows on the wide tile where it fills a wave."""
+WIDE_N = 128
+WIDE_TILE = {"bn": WIDE_N, "warps": 8, "per_sm": 1}
+"""The wide tile: 128 rows of W a program on two warp groups, so x is read from L2 once every
+128 rows of W instead of 64 and a descriptor box past x's last row costs half as much; one
+program an SM (W4A8: 160 registers; int8 / e4m3: 128 KB of shared memory). H200, µs at 8192^2
+/ 4096 x 14336 / 14336 x 4096: int8 at 65-96 rows 44.6-42.8 / 48.3-48.6 / 37.1-38.0 against
+decode_mma's 48.5-49.6 / 48.3-49.4 / 43.4-45.1; W4A8 at 65 rows 54.7 / 54.6 / 51.2 against
+the 64-row tile's 67.5 / 64.3 / 61.3. int4, MX fp4 and NVFP4 lost (bench/NOTES.md, session
+55)."""
+WIDE_ROWS = {0: MIN_ROWS[WeightFormat.INT8] - 1, 2: 128}
+"""The wide tile by WFMT, from 65 rows up to these where it fills a wave (:func:`wide`): 4096
+x 14336 (112 programs on 132 SMs) ran e4m3 23-26 % slower there than decode_mma, and W4A8 at
+96-128 rows 6 % slower than the 64-row tile."""
+WIDE_ON = os.environ.get("AOQ_WT_ROWS_WIDE", "1") != "0"
+"""Off: no wide tile (A/B runs): int8 / e4m3 below MIN_ROWS to decode_mma, W4A8 on 64 rows."""
+WAVE_FILL = 0.9
+"""The share of the SMs the wide tile's programs (one an SM) must fill (8192^2 and 14336 x
+4096: 128 of 132; 4096 x 14336: 112, not)."""
 X_DESC_ROWS = int(os.environ.get("AOQ_WT_ROWS_DESC", "96"))
 """x through a tensor descriptor from this many rows, by masked loads below (a box past x's
 last row loads slowly: W4A8 below 96 rows; the other formats are served from 96 or 112)."""
@@ -225,6 +233,26 @@ def _wt_rows_kernel(
         tl.store(p_ptr + pid_s.to(tl.int64) * M * N + at, acc, mask=mmask)
 
 
+@functools.lru_cache(maxsize=1024)
+def _fills_wave(device: torch.device, n: int, k: int) -> bool:
+    """The wide tile's programs, K split for one an SM (splitk.plan), fill WAVE_FILL of the
+    SMs; never under the interpreter (no SMs; its tests set this)."""
+    if device.type != "cuda":
+        return False
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    progs = n // WIDE_N * splitk.splits(backend_of(device), device, n // WIDE_N, k, BLOCK_K, 1)
+    return progs >= WAVE_FILL * splitk.sm_count(index)
+
+
+def wide(m: int, n: int, k: int, wfmt: int, device: torch.device) -> bool:
+    """The wide tile (WIDE_TILE) for m rows of x against [n, k] weights of the kernel's WFMT:
+    65..WIDE_ROWS[wfmt] rows, N a multiple of WIDE_N, and a full wave, or W4A8 below
+    X_DESC_ROWS (there the 64-row tile reads x by masked loads: 15-22 % slower everywhere)."""
+    if not WIDE_ON or not 65 <= m <= WIDE_ROWS.get(wfmt, 0) or n % WIDE_N:
+        return False
+    return (wfmt == 2 and m < X_DESC_ROWS) or _fills_wave(device, n, k)
+
+
 def _runs_on(device: torch.device) -> bool:
     """An NVIDIA sm90 GPU (wgmma, TMA), or the interpreter for CPU tensors."""
     if device.type != "cuda":
@@ -240,7 +268,8 @@ def serves(
     scale: torch.Tensor | None = None,
     zero: torch.Tensor | None = None,
 ) -> bool:
-    """Unless AOQ_WT_ROWS=0: MIN_ROWS[format]..ROWS rows of contiguous bf16 / fp16 x against
+    """Unless AOQ_WT_ROWS=0: MIN_ROWS[format]..ROWS rows of contiguous bf16 / fp16 x (int8
+    and e4m3 from 65 rows where :func:`wide` takes them) against
     per-channel int8 or e4m3 codes [N, K], or int4 codes with zero points in groups of
     BLOCK_K (scale and zero [N, G], any strides; zero as uint8 or as pack_zero_words'
     int32 words); N a multiple of BLOCK_N and K of BLOCK_K (the descriptors' 16-byte strides
@@ -256,7 +285,10 @@ def serves(
             return False
     elif groups != 1:
         return False
-    if not MIN_ROWS[wfmt] <= m <= ROWS or k % BLOCK_K or qdata.shape[0] % BLOCK_N:
+    if not 65 <= m <= ROWS or k % BLOCK_K or qdata.shape[0] % BLOCK_N:
+        return False
+    if m < MIN_ROWS[wfmt] and (wfmt is WeightFormat.UINT4 or not wide(m, qdata.shape[0], k, 0,
+                                                                      x.device)):  # fmt: skip
         return False
     if not (x.is_contiguous() and qdata.is_contiguous()):
         return False
@@ -303,7 +335,7 @@ def _run(
     if not y.is_contiguous():  # (the kernel stores rows of N)
         raise ValueError(f"wt_rows writes a contiguous y, got strides {y.stride()}")
     scratch_allocator()  # (the first launch goes through Triton's own)
-    tile = TILE.get(wfmt, {})
+    tile = TILE.get(wfmt) or (WIDE_TILE if wide(m, n, k, wfmt, x.device) else {})
     bn = tile.get("bn", BLOCK_N) if n % tile.get("bn", BLOCK_N) == 0 else BLOCK_N
     n_prog = n // bn
     bk = tile.get("step", BLOCK_K)
@@ -317,68 +349,8 @@ def _run(
         sn, sg, zn, zg,
         WFMT=wfmt, TILED=tiled, ZW=z.dtype == torch.int32, HAS_BIAS=bias is not None,
         SPLIT_K=p.split, ROWS=ROWS, BLOCK_N=bn, BLOCK_K=bk, STAGES=stages,
-        X_DESC=m >= X_DESC_ROWS, GROUP=group, UPCAST=INTERPRET, TRIGGER=p.chain,
+        X_DESC=m >= X_DESC_ROWS or bn > BLOCK_N, GROUP=group, UPCAST=INTERPRET, TRIGGER=p.chain,
         num_warps=tile.get("warps", 4), num_stages=stages,
     )  # fmt: skip
     p.finish(y, col_scale=s if wfmt == 0 else None, bias=bias)
     return y
-
-
-def serves_w4a8(x: torch.Tensor, qdata: torch.Tensor, scale: torch.Tensor) -> bool:
-    """:func:`w4a8_rows` takes W4A8 at x's shape (its dequantized activations are a fresh
-    contiguous tensor of x's shape and dtype): W4A8_MIN_ROWS..ROWS rows of bf16 / fp16 x;
-    packed int4 codes [N, K / 2], contiguous, 16-byte aligned (by their storage offset: the
-    dispatch asks under torch.compile too, of fake tensors); float32 scales [N, G], groups a
-    power of two (K a multiple of BLOCK_K: a step never straddles two groups past it); N a
-    multiple of BLOCK_N and K of BLOCK_K; sm90 or the interpreter; unless AOQ_WT_ROWS=0."""
-    if not ENABLED or x.dim() != 2 or x.dtype not in X_DTYPES:
-        return False
-    m, k = x.shape
-    n, g = scale.shape if scale.dim() == 2 else (0, 0)
-    if not W4A8_MIN_ROWS <= m <= ROWS or k % BLOCK_K or n % BLOCK_N or not n or not g:
-        return False
-    gs = k // g
-    if k % g or gs < 2 or gs & (gs - 1) or scale.dtype != torch.float32:
-        return False
-    if qdata.dtype != torch.uint8 or tuple(qdata.shape) != (n, k // 2):
-        return False
-    if not qdata.is_contiguous() or qdata.storage_offset() % 16:  # (traced: no data_ptr)
-        return False
-    return _runs_on(x.device)
-
-
-def w4a8_rows(
-    xd: torch.Tensor,
-    qdata: torch.Tensor,
-    scale: torch.Tensor,
-    bias: torch.Tensor | None,
-    split: int | None = None,
-) -> torch.Tensor:
-    """W4A8 where :func:`serves_w4a8` holds: y = xd Wᵀ + bias in xd's dtype, xd the
-    activations as act_qdq dequantizes them, W = ((q - 8) · scale[n, k // group]) rounded
-    once to xd's dtype: both operands the values ``cublas.w4a8.dequant_mm`` multiplies, the
-    weights made in registers instead of a bf16 copy in memory; float32 sums."""
-    if not xd.is_contiguous() or xd.data_ptr() % 16:
-        raise ValueError("w4a8_rows takes a contiguous, 16-byte aligned xd (act_qdq's output)")
-    y = torch.empty(xd.shape[0], qdata.shape[0], dtype=xd.dtype, device=xd.device)
-    group = xd.shape[1] // scale.shape[1]
-    return _run(xd, qdata, scale, scale, bias, y, split, 2, False, group)
-
-
-@torch.library.custom_op("aoq::w4a8_rows_mm", mutates_args=(), device_types="cpu")
-def w4a8_rows_mm(
-    xd: torch.Tensor, qdata: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor | None
-) -> torch.Tensor:
-    """Reference on CPU: the weights dequantized in float32, rounded once to xd's dtype, then
-    aoq.formats' weight-only product (float32 sums)."""
-    codes = unpack_uint4(qdata).to(torch.float32) - 8
-    w = codes * scale.repeat_interleave(xd.shape[1] // scale.shape[1], dim=1)
-    return ref.weight_only_linear(xd, w.to(xd.dtype), bias)
-
-
-@w4a8_rows_mm.register_fake
-def _(xd, qdata, scale, bias):  # type: ignore[no-untyped-def]
-    return xd.new_empty((xd.shape[0], qdata.shape[0]))
-
-
-w4a8_rows_mm.register_kernel("cuda")(w4a8_rows)

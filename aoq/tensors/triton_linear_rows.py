@@ -1,4 +1,4 @@
-"""W4A8 at 65-128 rows on sm90: ``triton.w4a8.rows`` (kernels/wt_rows.py's W4A8 tile).
+"""W4A8 at 65-128 rows on sm90: ``triton.w4a8.rows`` (kernels/wt_rows_w4a8.py, wt_rows' tile).
 
 The path it replaces there, ``cublas.w4a8.dequant_mm``, dequantizes the activations (act_qdq)
 and the weights (a bf16 copy of all N x K, written then read back by cuBLAS) and multiplies.
@@ -25,10 +25,10 @@ def _w4a8_rows_check(x: torch.Tensor, w: Any, bias: Any) -> str | None:
         return why
     if not isinstance(w, Int4Tensor):
         return "W8A8: its exact int32 accumulator is the Triton kernels' (this is W4A8's tile)"
-    wr = _k.wt_rows
-    if not wr.serves_w4a8(x, w.qdata, w.scale):
+    wr, w4 = _k.wt_rows, _k.wt_rows_w4a8
+    if not w4.serves_w4a8(x, w.qdata, w.scale):
         return (
-            f"wt_rows takes W4A8 at {wr.W4A8_MIN_ROWS}-{wr.ROWS} rows of bf16 / fp16 x, N a "
+            f"wt_rows takes W4A8 at {w4.W4A8_MIN_ROWS}-{wr.ROWS} rows of bf16 / fp16 x, N a "
             f"multiple of {wr.BLOCK_N}, K of {wr.BLOCK_K}, groups a power of two, on "
             f"sm90 (AOQ_WT_ROWS on): got x {tuple(x.shape)} {x.dtype} on {x.device}, groups "
             f"of {w.group_size}"
@@ -41,7 +41,7 @@ def _w4a8_rows(x: torch.Tensor, w: Any, bias: Any) -> torch.Tensor:
                w.act_scale)  # fmt: skip
     fb, _ = split_bias(bias, static=False)  # an Int32Bias is used dequantized, as dequant_mm
     fb = None if fb is None else fb.to(x.dtype)
-    return _call("w4a8_rows_mm", _k.wt_rows.w4a8_rows, xd, w.qdata, w.scale, fb)
+    return _call("w4a8_rows_mm", _k.wt_rows_w4a8.w4a8_rows, xd, w.qdata, w.scale, fb)
 
 
 kernel("triton.w4a8.rows", _w4a8_rows_check)(_w4a8_rows)

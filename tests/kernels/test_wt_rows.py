@@ -91,6 +91,33 @@ def test_serves_its_rows_formats_and_shapes(enabled):
     assert not wt_rows.serves(flat[1:-7].view(120, 256), q, 1, WeightFormat.INT8)  # TMA: 2 bytes
 
 
+def test_wide_tile_where_it_fills_a_wave(enabled, monkeypatch):
+    """The wide tile: per-channel codes at 65-111 rows and W4A8 from 96 only where its
+    programs fill a wave, W4A8 below 96 rows always, int4 never; N a multiple of 128."""
+    for full in (True, False):
+        monkeypatch.setattr(wt_rows, "_fills_wave", lambda *a, full=full: full)
+        for m, want in ((64, False), (65, full), (111, full), (112, False)):
+            assert wt_rows.wide(m, 256, 512, 0, torch.device(DEV)) is want, (m, full)
+        assert not wt_rows.wide(100, 192, 512, 0, torch.device(DEV))  # N 192
+        for m, want in ((65, True), (95, True), (96, full), (128, full), (129, False)):
+            assert wt_rows.wide(m, 256, 512, 2, torch.device(DEV)) is want, (m, full)
+        assert not wt_rows.wide(100, 256, 512, 1, torch.device(DEV))
+        x, q = torch.empty(100, 256, dtype=torch.bfloat16), torch.empty(256, 256, dtype=torch.int8)
+        assert wt_rows.serves(x, q, 1, WeightFormat.INT8) is (full and INTERPRET)
+        assert not wt_rows.serves(x, q[:192], 1, WeightFormat.INT8)  # decode_mma's 192 rows
+
+
+def test_a_wave_is_most_sms(monkeypatch):
+    """132 SMs (an H100 / H200): 8192^2 (64 programs of 128 rows, K in 2) and 14336 x 4096 (32,
+    K in 4) fill 128 of them, 4096 x 14336 112 (K 4096 not split at one an SM): not a wave."""
+    monkeypatch.setattr(splitk, "sm_count", lambda index: 132)
+    fills = wt_rows._fills_wave.__wrapped__
+    dev = torch.device("cuda", 0)
+    assert fills(dev, 8192, 8192) and fills(dev, 4096, 14336)
+    assert not fills(dev, 14336, 4096)
+    assert not fills(torch.device("cpu"), 8192, 8192)  # the interpreter: no SMs
+
+
 def test_off_serves_nothing(monkeypatch):
     monkeypatch.setattr(wt_rows, "ENABLED", False)
     x, q = torch.empty(120, 256, dtype=torch.bfloat16), torch.empty(128, 256, dtype=torch.int8)
@@ -222,6 +249,23 @@ def test_wide_weight_tiles_the_float64_product(fmt, tiled, zeros, step, monkeypa
         assert tiles.pop() == (128 if n % 128 == 0 else 64)
         want = x.double() @ deq.T
         assert ((y.double() - want).abs() <= 2 * 2.0**-7 * want.abs() + 1e-3).all()
+
+
+@runs
+def test_the_decode_entry_takes_int8_on_the_wide_tile(enabled, monkeypatch):
+    """Where the wide tile fills a wave, 100 rows of int8 go to wt_rows on it (x through its
+    descriptor): the float64 product."""
+    monkeypatch.setattr(wt_rows, "_fills_wave", lambda *a: True)
+    torch.manual_seed(3)
+    q, s, deq = _weight("int8", 256, 256)
+    x = _x(100, 256, torch.bfloat16)
+    calls = []
+    launch = wt_rows.launch
+    monkeypatch.setattr(wt_rows, "launch", lambda *a, **kw: calls.append(kw) or launch(*a, **kw))
+    y = wo.weight_only_mm_triton(x, q, s, None, None, int(Strategy.DECODE))
+    assert [(c["BLOCK_N"], c["X_DESC"], c["num_warps"]) for c in calls] == [(128, True, 8)]
+    want = x.double() @ deq.T
+    assert ((y.double() - want).abs() <= 2 * 2.0**-7 * want.abs() + 1e-3).all()
 
 
 def test_a_step_is_one_int4_tile():

@@ -8,7 +8,7 @@ Runs under TRITON_INTERPRET=1 on CPU tensors (make kernels-interpret) and on an 
 import pytest
 import torch
 from _pairwise import pairwise
-from aoq.kernels import weight_dequant, wt_rows
+from aoq.kernels import weight_dequant, wt_rows, wt_rows_w4a8
 from aoq.kernels._common import INTERPRET
 
 from aoq.formats import packing
@@ -46,14 +46,14 @@ def test_the_dequant_mm_operands_summed_in_float32(group, dtype, m, split, bias)
     codes, s = _w4a8(n, k, group)
     xd = torch.randn(m, k, device=DEV).to(dtype)
     b = torch.randn(n, device=DEV).to(dtype) if bias else None
-    y = wt_rows.w4a8_rows(xd, codes, s, b, split)
+    y = wt_rows_w4a8.w4a8_rows(xd, codes, s, b, split)
     wd = _dequant_mm_operands(xd, codes, s)
     want = xd.double() @ wd.double().T + (b.double() if bias else 0)
     ulp = 2.0**-7 if dtype == torch.bfloat16 else 2.0**-10
     assert y.dtype == dtype and y.shape == (m, n)
     assert ((y.double() - want).abs() <= 2 * ulp * want.abs() + 1e-3).all()
     # the CPU op: the same weights by aoq.formats, the same float32 product
-    ref = wt_rows.w4a8_rows_mm(xd.cpu(), codes.cpu(), s.cpu(), None if b is None else b.cpu())
+    ref = wt_rows_w4a8.w4a8_rows_mm(xd.cpu(), codes.cpu(), s.cpu(), None if b is None else b.cpu())
     assert torch.allclose(y.cpu().float(), ref.float(), rtol=2 * ulp, atol=1e-3)
 
 
@@ -66,7 +66,7 @@ def test_half_steps_the_dequant_mm_operands(group, monkeypatch):
     n, k, m = 128, 512, 100
     codes, s = _w4a8(n, k, group)
     xd = torch.randn(m, k, device=DEV).to(torch.bfloat16)
-    y = wt_rows.w4a8_rows(xd, codes, s, None, 2)
+    y = wt_rows_w4a8.w4a8_rows(xd, codes, s, None, 2)
     want = xd.double() @ _dequant_mm_operands(xd, codes, s).double().T
     assert ((y.double() - want).abs() <= 2 * 2.0**-7 * want.abs() + 1e-3).all()
 
@@ -75,16 +75,16 @@ def test_serves_w4a8():
     x = torch.empty(100, 256, dtype=torch.bfloat16)
     codes, s = torch.empty(128, 128, dtype=torch.uint8), torch.empty(128, 8)
     ok = INTERPRET and wt_rows.ENABLED  # CPU tensors: only the interpreter runs them
-    assert wt_rows.serves_w4a8(x, codes, s) is ok
-    assert wt_rows.serves_w4a8(x[:65], codes, s) is ok
-    assert not wt_rows.serves_w4a8(x[:64], codes, s)  # decode_mma's rows
-    assert not wt_rows.serves_w4a8(torch.empty(129, 256, dtype=torch.bfloat16), codes, s)
-    assert not wt_rows.serves_w4a8(x.float(), codes, s)
-    assert wt_rows.serves_w4a8(x, codes, torch.empty(128, 1)) is ok  # groups of 256
+    assert wt_rows_w4a8.serves_w4a8(x, codes, s) is ok
+    assert wt_rows_w4a8.serves_w4a8(x[:65], codes, s) is ok
+    assert not wt_rows_w4a8.serves_w4a8(x[:64], codes, s)  # decode_mma's rows
+    assert not wt_rows_w4a8.serves_w4a8(torch.empty(129, 256, dtype=torch.bfloat16), codes, s)
+    assert not wt_rows_w4a8.serves_w4a8(x.float(), codes, s)
+    assert wt_rows_w4a8.serves_w4a8(x, codes, torch.empty(128, 1)) is ok  # groups of 256
     x384, codes384 = torch.empty(100, 384, dtype=torch.bfloat16), torch.empty(128, 192)
-    assert not wt_rows.serves_w4a8(x384, codes384.byte(), torch.empty(128, 4))  # groups of 96
-    assert not wt_rows.serves_w4a8(x, codes, s.double())
-    assert not wt_rows.serves_w4a8(x, codes[:96], s[:96])  # N a multiple of BLOCK_N
-    assert not wt_rows.serves_w4a8(x, codes.t().contiguous().t(), s)
+    assert not wt_rows_w4a8.serves_w4a8(x384, codes384.byte(), torch.empty(128, 4))  # groups of 96
+    assert not wt_rows_w4a8.serves_w4a8(x, codes, s.double())
+    assert not wt_rows_w4a8.serves_w4a8(x, codes[:96], s[:96])  # N a multiple of BLOCK_N
+    assert not wt_rows_w4a8.serves_w4a8(x, codes.t().contiguous().t(), s)
     off = torch.empty(128 * 128 + 8, dtype=torch.uint8)[8:].view(128, 128)
-    assert not wt_rows.serves_w4a8(x, off, s)  # 8 bytes into its storage (TMA: 16)
+    assert not wt_rows_w4a8.serves_w4a8(x, off, s)  # 8 bytes into its storage (TMA: 16)
