@@ -9,7 +9,8 @@ wt_rows_mx.py off (``mma``: decode_mma; NVFP4 past 64 rows: the emulated path), 
 through its tensor descriptor (``tma``) and on with x by masked loads (``ptr``), every format
 served from 65 rows for the probe. ``--ways`` picks some of the three, ``--mx-tile`` sets
 wt_rows_mx.TILE (its K split's programs an SM, its pipeline's stages) for every format,
-``--tile`` wt_rows.TILE by the kernel's WFMT.
+``--tile`` wt_rows.TILE by the kernel's WFMT. Rows below 65 in ``--ms`` serve every format
+from the fewest of them (probes of TILE's ``rows``).
 
 Why (session 50): wt_rows's descriptor box over x holds 128 rows, and where x has fewer the
 box runs past its last row; such loads ran slowly on an H200. This is the table that
@@ -37,13 +38,13 @@ WAYS = {"mma": (False, wt_rows.ROWS + 1), "tma": (True, 1), "ptr": (True, wt_row
 
 
 @contextlib.contextmanager
-def way(name: str) -> Iterator[None]:
-    """wt_rows as ``name`` sets it, every format served from 65 rows; restored after."""
+def way(name: str, lo: int = 65) -> Iterator[None]:
+    """wt_rows as ``name`` sets it, every format served from ``lo`` rows; restored after."""
     saved = wt_rows.ENABLED, wt_rows.X_DESC_ROWS, dict(wt_rows.MIN_ROWS)
     saved_mx = dict(wt_rows_mx.MIN_ROWS), dict(wt_rows_mx.X_DESC_ROWS)
     wt_rows.ENABLED, wt_rows.X_DESC_ROWS = WAYS[name]
-    wt_rows.MIN_ROWS.update(dict.fromkeys(wt_rows.MIN_ROWS, 65))
-    wt_rows_mx.MIN_ROWS.update(dict.fromkeys(wt_rows_mx.MIN_ROWS, 65))
+    wt_rows.MIN_ROWS.update(dict.fromkeys(wt_rows.MIN_ROWS, lo))
+    wt_rows_mx.MIN_ROWS.update(dict.fromkeys(wt_rows_mx.MIN_ROWS, lo))
     wt_rows_mx.X_DESC_ROWS.update(dict.fromkeys(wt_rows_mx.X_DESC_ROWS, WAYS[name][1]))
     try:
         yield
@@ -75,16 +76,17 @@ def main() -> None:
     from aoq.testing.cases import inference_configs
 
     configs = {c.id: c for c in inference_configs()}
+    ms = [int(v) for v in args.ms.split(",")]
     torch.manual_seed(0)
     for k, n in parse_shapes(args.shapes):
         wb = [torch.randn(n, k, dtype=torch.bfloat16, device="cuda") * k**-0.5 for _ in range(8)]
         for cid in args.configs.split(","):
             ws = _quantized(configs[cid], wb)
-            for m in (int(v) for v in args.ms.split(",")):
+            for m in ms:
                 xs = [torch.randn(m, k, dtype=torch.bfloat16, device="cuda") for _ in range(8)]
                 cols = {"bf16": graph_us(_calls(xs, wb))}
                 for name in args.ways.split(","):
-                    with way(name):
+                    with way(name, min(65, *ms)):
                         cols[name] = graph_us(_calls(xs, ws), warm_s=0.1)
                 row = " ".join(f"{a} {v:6.1f}" for a, v in cols.items())
                 print(f"K{k} N{n} M{m:<4} {cid:<12} {row}", flush=True)

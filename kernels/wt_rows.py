@@ -62,7 +62,8 @@ TILE: dict[int, dict[str, int]] = {}
 """A probe's tile by the kernel's WFMT (0 per-channel, 1 int4, 2 W4A8): ``step`` (codes a
 step, BLOCK_K; 64: half of int4's group, half the shared memory), ``per_sm`` (PER_SM),
 ``stages`` (STAGES), ``bn`` (BLOCK_N; 128 with ``warps`` 8: one wgmma's 64 rows a warp group,
-x read from L2 once every 128 rows of W instead of 64; where N is not a multiple of it, 64).
+x read from L2 once every 128 rows of W instead of 64; where N is not a multiple of it, 64),
+``rows`` (x's rows a program where M fits them: 64, the MMA's N, for rows below 65).
 Empty: every format at BLOCK_K and PER_SM, as timed (bench/rows_ab.py ``--tile``). Why a probe:
 wt_rows_mx's 64-code steps at four programs an SM ran NVFP4 at 128 rows 28 % faster than at
 two (bench/NOTES.md session 54); int4 and W4A8 here hold 104-109 KB, two programs an SM."""
@@ -253,6 +254,11 @@ def wide(m: int, n: int, k: int, wfmt: int, device: torch.device) -> bool:
     return (wfmt == 2 and m < X_DESC_ROWS) or _fills_wave(device, n, k)
 
 
+def _rows(m: int, tile: dict[str, int]) -> int:
+    """x's rows a program (the MMA's N): a probe tile's ``rows`` where m fits them, else ROWS."""
+    return tile["rows"] if m <= tile.get("rows", 0) else ROWS
+
+
 def _runs_on(device: torch.device) -> bool:
     """An NVIDIA sm90 GPU (wgmma, TMA), or the interpreter for CPU tensors."""
     if device.type != "cuda":
@@ -285,7 +291,7 @@ def serves(
             return False
     elif groups != 1:
         return False
-    if not 65 <= m <= ROWS or k % BLOCK_K or qdata.shape[0] % BLOCK_N:
+    if not min(MIN_ROWS[wfmt], 65) <= m <= ROWS or k % BLOCK_K or qdata.shape[0] % BLOCK_N:
         return False
     if m < MIN_ROWS[wfmt] and (wfmt is WeightFormat.UINT4 or not wide(m, qdata.shape[0], k, 0,
                                                                       x.device)):  # fmt: skip
@@ -348,7 +354,7 @@ def _run(
         x, qdata, s, z, bias if bias is not None else s, y, p.partials, m, n, k, p.k_split,
         sn, sg, zn, zg,
         WFMT=wfmt, TILED=tiled, ZW=z.dtype == torch.int32, HAS_BIAS=bias is not None,
-        SPLIT_K=p.split, ROWS=ROWS, BLOCK_N=bn, BLOCK_K=bk, STAGES=stages,
+        SPLIT_K=p.split, ROWS=_rows(m, tile), BLOCK_N=bn, BLOCK_K=bk, STAGES=stages,
         X_DESC=m >= X_DESC_ROWS or bn > BLOCK_N, GROUP=group, UPCAST=INTERPRET, TRIGGER=p.chain,
         num_warps=tile.get("warps", 4), num_stages=stages,
     )  # fmt: skip

@@ -46,7 +46,7 @@ TILE: dict[WeightFormat, dict[str, int]] = {
 }
 """Per format, what differs from wt_rows' tile: ``per_sm`` (the K split's aim, wt_rows.PER_SM),
 ``stages`` (STAGES), ``step`` (codes a step, :func:`step_k`: four blocks, or two), ``bn`` and
-``warps`` (BLOCK_N and the warps; a probe as wt_rows.TILE's) and ``cvt``
+``warps`` (BLOCK_N and the warps), ``rows`` (probes as wt_rows.TILE's) and ``cvt``
 (MX 8-bit with bf16 x: the kernel's CVT, a probe that did not win); a probe's overrides go
 here (bench/rows_ab.py ``--mx-tile``). 64-code steps take 53 KB of
 shared memory at 3 stages, so four programs fit an SM where 128-code steps fit two: MX fp4 at
@@ -223,7 +223,8 @@ def wt_rows_mx(
     launch(_wt_rows_mx_kernel, (n_prog, p.split),
         x, qdata, s, zero if nv else s, bias if bias is not None else s, y, p.partials,
         m, n, k, p.k_split,
-        WFMT=int(wfmt), GROUP_SIZE=32, HAS_BIAS=bias is not None, SPLIT_K=p.split, ROWS=ROWS,
+        WFMT=int(wfmt), GROUP_SIZE=32, HAS_BIAS=bias is not None, SPLIT_K=p.split,
+        ROWS=wt_rows._rows(m, tile),
         BLOCK_N=bn, BLOCK_K=bk, STAGES=stages, BIG=big, ASM=not INTERPRET,
         NVX=nv and nvx, X_DESC=m >= X_DESC_ROWS.get(wfmt, wt_rows.X_DESC_ROWS),
         UPCAST=INTERPRET, TRIGGER=p.chain, CVT=bool(tile.get("cvt", False)),

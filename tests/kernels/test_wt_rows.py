@@ -268,6 +268,33 @@ def test_the_decode_entry_takes_int8_on_the_wide_tile(enabled, monkeypatch):
     assert ((y.double() - want).abs() <= 2 * 2.0**-7 * want.abs() + 1e-3).all()
 
 
+@runs
+@pytest.mark.parametrize(("fmt", "m"), [("int8", 64), ("int4", 40)])
+def test_64_row_x_tiles_the_float64_product(fmt, m, monkeypatch):
+    """TILE's ``rows`` 64 (a probe: x's box and the MMA's N at 64 rows where M fits them)."""
+    monkeypatch.setattr(wt_rows, "TILE", {0: {"rows": 64}, 1: {"rows": 64}})
+    monkeypatch.setattr(wt_rows, "MIN_ROWS", dict.fromkeys(wt_rows.MIN_ROWS, 33))
+    torch.manual_seed(8)
+    n, k = 128, 256
+    if fmt == "int4":
+        q, s, z, deq = _int4(n, k, True, "words")
+    else:
+        (q, s, deq), z = _weight(fmt, n, k), None
+    x = _x(m, k, torch.bfloat16)
+    wfmt = WeightFormat.UINT4 if fmt == "int4" else WeightFormat.INT8
+    assert wt_rows.serves(x, q, k // 128 if fmt == "int4" else 1, wfmt, s, z)
+    rows = []
+    launch = wt_rows.launch
+    monkeypatch.setattr(
+        wt_rows, "launch", lambda *a, **kw: rows.append(kw["ROWS"]) or launch(*a, **kw)
+    )
+    y = torch.empty(m, n, dtype=torch.bfloat16, device=DEV)
+    wt_rows.wt_rows(x, q, s, z, None, y, 2, fmt == "int4")
+    assert rows == [64]
+    want = x.double() @ deq.T
+    assert ((y.double() - want).abs() <= 2 * 2.0**-7 * want.abs() + 1e-3).all()
+
+
 def test_a_step_is_one_int4_tile():
     """Tiled codes: a program's step (BLOCK_N rows x BLOCK_K codes) is one of
     packing.tile_uint4's tiles, which the kernel's descriptor reads as one block."""

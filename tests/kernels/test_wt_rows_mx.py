@@ -109,6 +109,18 @@ def test_wide_weight_tiles(elem, n, enabled, monkeypatch):
     assert max_rel_error(want, y.float().cpu()) < 4e-3
 
 
+@runs
+@pytest.mark.parametrize("elem,m", [("fp4_e2m1", 64), ("nvfp4", 48), ("int8", 64)])
+def test_64_row_x_tiles(elem, m, enabled, monkeypatch):
+    """TILE's ``rows`` 64 (a probe: x's box and the MMA's N at 64 rows): the emulated
+    product."""
+    monkeypatch.setitem(wt_rows_mx.TILE, FMT[elem], {"rows": 64, "step": 64})
+    x, q, gm, zero, bias, want = _case(elem, m, torch.bfloat16)
+    y = torch.empty(m, q.shape[0], dtype=torch.float32 if INTERPRET else torch.bfloat16, device=DEV)
+    wt_rows_mx.wt_rows_mx(x, q, gm, zero, bias, y, FMT[elem], 2)
+    assert max_rel_error(want, y.float().cpu()) < 4e-3
+
+
 @pytest.mark.skipif(not GPU, reason="cvt is a GPU path: the interpreter runs the float decode")
 @pytest.mark.parametrize("elem", ["fp8_e4m3", "fp8_e5m2", "int8"])
 def test_hardware_conversion_matches_the_emulated_product(elem, every_format, monkeypatch):
