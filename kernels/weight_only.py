@@ -277,9 +277,9 @@ def _decode(
     the zero points as aoq.formats.packing.pack_zero_words): the others get them row-major.
     Tiled int4 codes skip the word GEMV (its loads assume rows). The static GEMV and
     decode_mma launch with programmatic dependent launch on sm90 and later
-    (_common.DECODE_PDL). On sm90, per-channel int8 and e4m3 codes at 112-128 rows and int4
-    in groups of 128 at 96-128 go to wt_rows.py (the weights as wgmma's register operand;
-    ``AOQ_WT_ROWS=0``: to decode_mma)."""
+    (_common.DECODE_PDL). On sm90, per-channel int8 and e4m3 codes at 112-128 rows (65-111
+    where wt_rows' wide tile fills a wave) and int4 in groups of 128 at 96-128 go to
+    wt_rows.py (the weights as wgmma's register operand; ``AOQ_WT_ROWS=0``: to decode_mma)."""
     pdl = _common.decode_pdl(x.device)
     if wt_rows.serves(x, qdata, groups, wfmt, scale, zero):
         wt_rows.wt_rows(x, qdata, scale, zero, bias, y, split, tiled)

@@ -89,8 +89,9 @@ WAVE_FILL = 0.9
 """The share of the SMs the wide tile's programs (one an SM) must fill (8192^2 and 14336 x
 4096: 128 of 132; 4096 x 14336: 112, not)."""
 X_DESC_ROWS = int(os.environ.get("AOQ_WT_ROWS_DESC", "96"))
-"""x through a tensor descriptor from this many rows, by masked loads below (a box past x's
-last row loads slowly: W4A8 below 96 rows; the other formats are served from 96 or 112)."""
+"""On the 64-row tile, x through a tensor descriptor from this many rows, by masked loads
+below (a box past x's last row loads slowly: W4A8 below 96 rows; the other formats are served
+there from 96 or 112). The wide tile reads x through its descriptor at every row count."""
 FORMATS = tuple(MIN_ROWS)
 X_DTYPES = (torch.bfloat16, torch.float16)
 
@@ -248,7 +249,7 @@ def _fills_wave(device: torch.device, n: int, k: int) -> bool:
 def wide(m: int, n: int, k: int, wfmt: int, device: torch.device) -> bool:
     """The wide tile (WIDE_TILE) for m rows of x against [n, k] weights of the kernel's WFMT:
     65..WIDE_ROWS[wfmt] rows, N a multiple of WIDE_N, and a full wave, or W4A8 below
-    X_DESC_ROWS (there the 64-row tile reads x by masked loads: 15-22 % slower everywhere)."""
+    X_DESC_ROWS (there the 64-row tile reads x by masked loads: 18-28 % slower at 65-80 rows)."""
     if not WIDE_ON or not 65 <= m <= WIDE_ROWS.get(wfmt, 0) or n % WIDE_N:
         return False
     return (wfmt == 2 and m < X_DESC_ROWS) or _fills_wave(device, n, k)
