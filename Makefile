@@ -82,7 +82,7 @@ kernels-interpret: venv
 		tests/kernels/test_decode_mma_mx8.py tests/kernels/test_decode_mma_xmx.py \
 		tests/kernels/test_decode_mma_sk.py tests/kernels/test_decode_mma_tma.py \
 		tests/kernels/test_w4a8_mma.py tests/kernels/test_mid_rows.py tests/kernels/test_wt_rows.py \
-		tests/kernels/test_wt_rows_w4a8.py tests/kernels/test_wt_rows_mx.py tests/bench/test_wt_probe.py tests/bench/test_ws_probe.py \
+		tests/kernels/test_wt_rows_w4a8.py tests/kernels/test_wt_rows_mx.py tests/kernels/test_wt_rows_fp6.py tests/bench/test_wt_probe.py tests/bench/test_ws_probe.py \
 		tests/bench/test_rows_ab.py tests/tensors/test_triton_linear_rows.py \
 		-q $(PYTEST_JOBS)
 

@@ -100,9 +100,9 @@ MX_ROWS_MAX_M = 128
 rows (kernels/decode_mma_tiles.ROWS_TILE; from 65 rows kernels/wt_rows_mx.py, NVFP4's only
 tile past 64), where it takes them; the emulated path past it."""
 MX_NARROW_ROWS_MAX_M = 64
-"""MX fp6 and MX int8 with fp16 x on sm90: the same, to 64 rows (at 128 the emulated path was
-the faster, bench/NOTES.md session 51; MX int8 with bf16 x takes WIDE steps to 128 since
-session 53)."""
+"""MX int8 with fp16 x on sm90: the same, to 64 rows (at 128 the emulated path was the faster,
+bench/NOTES.md session 51; MX int8 with bf16 x takes WIDE steps to 128 since session 53, MX
+fp6 kernels/wt_rows_fp6.py since session 55)."""
 W4A8_ROWS_MAX_M = 64
 """W4A8 on sm90: the decode kernel up to this many rows, where it takes them."""
 W4A8_WT_ROWS_MAX_M = 128
@@ -222,17 +222,16 @@ def _gpu_rows() -> None:
         for backend in (Backend.CUDA, Backend.ROCM, Backend.INTERPRET):
             BY_M[(scheme, backend)] = ((DECODE_MAX_M, (decode, emulated)), (M_ANY, (emulated,)))
             DTYPE_BY_M[(scheme, backend, torch.float32)] = ((M_ANY, (emulated,)),)
-        # sm90, 17-128 rows of bf16 / fp16 x (MX fp6 and MX int8 with fp16 x: 17-64): the
-        # decode kernel's wider tiles (decode_mma_tiles.ROWS_TILE, kernels/wt_rows_mx.py),
-        # 1.1-3.9x the emulated path, which had run at 0.21-0.43x bf16 there (H200,
-        # bench/NOTES.md sessions 51-54)
+        # sm90, 17-128 rows of bf16 / fp16 x (MX int8 with fp16 x: 17-64): the decode
+        # kernel's wider tiles (decode_mma_tiles.ROWS_TILE, kernels/wt_rows_mx.py, MX fp6
+        # past 64 kernels/wt_rows_fp6.py), 1.1-3.9x the emulated path, which had run at
+        # 0.21-0.43x bf16 there (H200, bench/NOTES.md sessions 51-55)
         ARCH_BY_M[(scheme, Backend.CUDA, "sm90")] = (
             (MX_ROWS_MAX_M, (decode, emulated)),
             (M_ANY, (emulated,)),
         )
         if scheme in (Scheme.MX_WEIGHT_ONLY, Scheme.MX_MX):
             narrow = ((MX_NARROW_ROWS_MAX_M, (decode, emulated)), (M_ANY, (emulated,)))
-            ARCH_VARIANT_BY_M[(scheme, Backend.CUDA, "sm90", "fp6")] = narrow
             int8_fp16 = (scheme, Backend.CUDA, "sm90", "int8", torch.float16)
             ARCH_VARIANT_DTYPE_BY_M[int8_fp16] = narrow  # (decode_mma_tiles.BF16_ONLY_ROWS)
     # ...fp6 codes (four in three bytes) decode only on CUDA's bf16-pair kernel (decode_mma.py,

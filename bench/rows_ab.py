@@ -9,8 +9,8 @@ wt_rows_mx.py off (``mma``: decode_mma; NVFP4 past 64 rows: the emulated path), 
 through its tensor descriptor (``tma``) and on with x by masked loads (``ptr``), every format
 served from 65 rows for the probe. ``--ways`` picks some of the three, ``--mx-tile`` sets
 wt_rows_mx.TILE (its K split's programs an SM, its pipeline's stages) for every format,
-``--tile`` wt_rows.TILE by the kernel's WFMT. Rows below 65 in ``--ms`` serve every format
-from the fewest of them (probes of TILE's ``rows``).
+``--tile`` wt_rows.TILE by the kernel's WFMT, ``--fp6-tile`` wt_rows_fp6.TILE. Rows below 65
+in ``--ms`` serve every format from the fewest of them (probes of TILE's ``rows``).
 
 Why (session 50): wt_rows's descriptor box over x holds 128 rows, and where x has fewer the
 box runs past its last row; such loads ran slowly on an H200. This is the table that
@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from aoq.kernels import wt_rows, wt_rows_mx
+from aoq.kernels import wt_rows, wt_rows_fp6, wt_rows_mx
 
 from bench.band_sweep import _quantized
 from bench.decode_rows import parse_shapes
@@ -69,7 +69,10 @@ def main() -> None:
                     '\'{"per_sm": 4, "stages": 4}\'')  # fmt: skip
     ap.add_argument("--tile", default="{}", help='wt_rows.TILE by WFMT (0 per-channel, 1 int4, '
                     '2 W4A8), e.g. \'{"1": {"step": 64, "per_sm": 3}}\'')  # fmt: skip
+    ap.add_argument("--fp6-tile", default="{}", help='wt_rows_fp6.TILE, e.g. \'{"stages": 3, '
+                    '"per_sm": 1}\'')  # fmt: skip
     args = ap.parse_args()
+    wt_rows_fp6.TILE.update(json.loads(args.fp6_tile))
     tile = json.loads(args.mx_tile)
     wt_rows_mx.TILE.update(dict.fromkeys(wt_rows_mx.MIN_ROWS, tile) if tile else {})
     wt_rows.TILE.update({int(w): t for w, t in json.loads(args.tile).items()})

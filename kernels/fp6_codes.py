@@ -200,3 +200,40 @@ def _group(w0, w1, w2, s, T: tl.constexpr, E3M2: tl.constexpr, F16: tl.constexpr
         d = _value(_code(w2, w2, 26), s, E3M2, F16)
     v = tl.join(tl.join(a, c), tl.join(b, d))  # [R, C, 2, 2]: a b c d in memory order
     return tl.reshape(v, (v.shape[0], v.shape[1] * 4))
+
+
+@triton.jit
+def _pairs(pa, pb, TY: tl.constexpr):
+    """Two int32 tensors [R, C] of value pairs (low half first) -> [R, 4 C] of TY, each
+    element's four values at its four columns in the order pa low, pa high, pb low, pb high."""
+    p = tl.interleave(pa, pb)  # [R, 2 C]: pa's and pb's pairs in turn
+    lo = (p & 0xFFFF).to(tl.uint16).to(TY, bitcast=True)
+    hi = ((p >> 16) & 0xFFFF).to(tl.uint16).to(TY, bitcast=True)
+    return tl.interleave(lo, hi)
+
+
+@triton.jit
+def fp6_word_codes(w0, w1, w2, su, E3M2: tl.constexpr, BIG: tl.constexpr, ASM: tl.constexpr,
+                   F16: tl.constexpr = False):  # fmt: skip
+    """:func:`fp6_codes` from each unit's three int32 words [R, C] and its E8M0 byte [R, C]:
+    the same assembly, one unit an instance (pack 1), so no layout of the operands can mix
+    the bytes of two rows (wgmma's register operand holds codes of rows r and r + 8 side by
+    side: kernels/wt_rows_fp6.py); the pairs become [R, 4 C] tensors by bit operations."""
+    if ASM:
+        ty: tl.constexpr = tl.float16 if F16 else tl.bfloat16
+        p0, p1, p2, p3, p4, p5, p6, p7 = tl.inline_asm_elementwise(
+            fp6_asm(E3M2, BIG, F16), "=r,=r,=r,=r,=r,=r,=r,=r,r,r,r,r",
+            [w0, w1, w2, su], dtype=(tl.int32,) * 8, is_pure=True, pack=1,
+        )  # fmt: skip
+        o0, o1, o2, o3 = (
+            _pairs(p0, p1, ty),
+            _pairs(p2, p3, ty),
+            _pairs(p4, p5, ty),
+            _pairs(p6, p7, ty),
+        )
+    else:
+        o0 = _group(w0, w1, w2, su, 0, E3M2, F16)
+        o1 = _group(w0, w1, w2, su, 1, E3M2, F16)
+        o2 = _group(w0, w1, w2, su, 2, E3M2, F16)
+        o3 = _group(w0, w1, w2, su, 3, E3M2, F16)
+    return o0, o1, o2, o3

@@ -207,18 +207,18 @@ def fp6_refusal(
     block_size: int,
     elem: MXElem,
 ) -> str | None:
-    """None when decode_mma's fp6 loop takes the call (bf16 / fp16 x on CUDA, the weight's
-    group-major bytes ``gm`` and BIG flag, K a multiple of decode_mma.FP6_STEP), else why
-    not. fp6 codes have no other fast decode: this kernel's own tile would be slower than
-    the emulated path (dispatch.py), which then serves the call as a recorded fallback."""
+    """None when decode_mma's fp6 loop (to 64 rows) or wt_rows_fp6 (65-128, sm90) takes the
+    call (bf16 / fp16 x on CUDA, the weight's group-major bytes ``gm`` and BIG flag, K a
+    multiple of decode_mma.FP6_STEP), else why not. This kernel's own tile would be slower
+    than the emulated path (dispatch.py), which then serves the call as a recorded fallback."""
     k = x.shape[1]
     if gm is None or flag is None:
         return "MX fp6: no group-major scale bytes (the bf16-pair decode is CUDA's, bf16 / fp16 x)"
     wfmt = DECODE_MMA_FORMATS[elem]
-    if not dm.serves(x, qdata, k // block_size, wfmt, gm, flag):
-        return (
-            f"MX fp6: decode_mma does not serve K={k}, {x.dtype} x (K a multiple of {dm.FP6_STEP})"
-        )
+    if not dm.serves(x, qdata, k // block_size, wfmt, gm, flag) and not wt_rows_mx.serves(
+        x, qdata, gm.view(torch.uint8), flag, block_size, wfmt
+    ):
+        return f"MX fp6: no decode serves M={x.shape[0]}, K={k}, {x.dtype} x (K a multiple of 128)"
     return None
 
 

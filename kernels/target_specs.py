@@ -4,7 +4,7 @@ differ (gfx942's e4m3fnuz). Kept apart from the compiling machinery in targets.p
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 
@@ -27,6 +27,9 @@ class Spec:
     """Shared memory (bytes) the kernel may use at most (a streaming kernel's budget)."""
     maxnreg: int | None = None
     """NVIDIA: registers a thread may use at most (the launch option; None: the compiler's)."""
+    fails_on: dict[str, str] = field(default_factory=dict)
+    """Targets where Triton is known to fail on this kernel, with the reason (an xfail; a
+    compile that succeeds there is a fail, so the entry is dropped once Triton mends it)."""
     spill_budget: int = 0
     """Bytes the compiler may spill (a tile timed faster with its spills than the tiles
     without; the spec says where) before tests/kernels/test_targets.py calls it a regression."""

@@ -126,7 +126,27 @@ def _wt_rows_mx_specs(target: str) -> list[Spec]:
     int8 = replace(fp4, name="mxint8.rows", constexprs={**byte, "WFMT": int(F.MX_INT8)})
     nv = {**ce, "WFMT": int(F.NVFP4), "BLOCK_K": wm.step_k(F.NVFP4), "NVX": True}
     nvfp4 = replace(fp4, name="nvfp4.rows", signature={**sig, "z_ptr": "*fp32"}, constexprs=nv)
-    return [fp4, e4m3, int8, nvfp4]
+    return [fp4, e4m3, int8, nvfp4, *_wt_rows_fp6_specs(target)]
+
+
+def _wt_rows_fp6_specs(target: str) -> list[Spec]:
+    """kernels/wt_rows_fp6.py (MX fp6 at 65-128 rows, served on sm90): e3m2 with BIG's second
+    multiply and e2m3 without, bf16 x through its descriptor, split in two."""
+    from dataclasses import replace
+
+    from aoq.kernels import wt_rows_fp6 as w6
+
+    sig = {"x_ptr": "*bf16", "w_ptr": "*u8", "s_ptr": "*u8", "z_ptr": "*u8", "b_ptr": "*bf16",
+           "y_ptr": "*bf16", "p_ptr": "*fp32"}  # fmt: skip
+    sig.update({a: "i32" for a in ("M", "N", "K", "K_SPLIT", "stride_wn")})
+    ce = dict(E3M2=True, HAS_BIAS=True, SPLIT_K=2, ROWS=w6.ROWS, BLOCK_N=w6.BLOCK_N,
+              BLOCK_K=w6.BLOCK_K, STAGES=w6.STAGES, BIG=1, ASM=target.startswith("sm"))  # fmt: skip
+    sm100 = ("Triton 3.6 aborts in TritonGPUOptimizeDotOperands (Illegal shared layout) on the "
+             "decoded [64, 32] operands of its K = 32 MMAs; served on sm90 only")  # fmt: skip
+    e3m2 = Spec("mxwo_fp6_e3m2.rows", "wt_rows_fp6", "_wt_rows_fp6_kernel", sig, ce,
+                stages=w6.STAGES, fails_on={"sm100": sm100})  # fmt: skip
+    e2m3 = replace(e3m2, name="mx_fp6_e2m3.rows", constexprs={**ce, "E3M2": False, "BIG": 0})
+    return [e3m2, e2m3]
 
 
 def mx_specs(target: str) -> list[Spec]:

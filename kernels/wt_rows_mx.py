@@ -30,7 +30,7 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
-from aoq.kernels import splitk, wt_rows
+from aoq.kernels import splitk, wt_rows, wt_rows_fp6
 from aoq.kernels._common import INTERPRET, WeightFormat, backend_of, mma
 from aoq.kernels._launch import launch, scratch_allocator
 from aoq.kernels.decode_mma_serves import BIG_MODE
@@ -63,19 +63,24 @@ MIN_ROWS = {
     WeightFormat.MX_FP8: ROWS + 1,
     WeightFormat.MX_FP8_E5M2: ROWS + 1,
     WeightFormat.MX_INT8: ROWS + 1,
+    WeightFormat.MX_FP6_E3M2: 65,
+    WeightFormat.MX_FP6_E2M3: 65,
 }
 """The fewest rows served, by format (ROWS + 1: none). MX fp4 and NVFP4 from 65, where every
 shape timed ran faster than decode_mma's tile (MX fp4) or the emulated path (NVFP4, which
 had no decode tile past 64); MX e4m3 and int8 not served: within -3 to +7 % of decode_mma's
 WIDE tiles at 112-128 rows, slower below (H200, bench/NOTES.md session 54). The kernel takes
-them for probes (bench/rows_ab.py serves every format from 65)."""
+them for probes (bench/rows_ab.py serves every format from 65). MX fp6 from 65 on its own
+kernel, kernels/wt_rows_fp6.py (session 55)."""
 X_DTYPES = {WeightFormat.MX_INT8: (torch.bfloat16,)}
 """x's dtypes by format where not bf16 and fp16 (MX int8's steps are bf16 values)."""
 
 
 def step_k(wfmt: WeightFormat) -> int:
     """Codes a step: TILE's ``step``, else four blocks (MX: 128; NVFP4: 64, two of
-    decode_mma's groups of 32)."""
+    decode_mma's groups of 32); MX fp6 wt_rows_fp6.BLOCK_K."""
+    if wfmt in wt_rows_fp6.FORMATS:
+        return wt_rows_fp6.BLOCK_K
     return TILE.get(wfmt, {}).get("step", 64 if wfmt is WeightFormat.NVFP4 else 128)
 
 
@@ -147,7 +152,8 @@ def serves(
     wfmt: WeightFormat | None,
 ) -> bool:
     """Unless AOQ_WT_ROWS=0: MIN_ROWS[format]..ROWS rows of contiguous bf16 / fp16 x (MX int8:
-    bf16) against contiguous codes [N, K·bits / 8] in a format of MIN_ROWS, MX in blocks of 32
+    bf16) against contiguous codes [N, K·bits / 8] in a format of MIN_ROWS (MX fp6 on
+    kernels/wt_rows_fp6.py), MX in blocks of 32
     with the weight's BIG flag as ``zero`` (decode_mma_serves.BIG_MODE), NVFP4 with its
     float32 tensor scale as ``zero``; ``scale`` the group-major bytes (a view with strides
     (1, N)); K a multiple of the step, codes 16-byte aligned by their storage
@@ -203,6 +209,8 @@ def wt_rows_mx(
     """y [M, N] = x dequant(W)ᵀ + bias where :func:`serves` holds (``scale`` the group-major
     bytes, ``zero`` the BIG flag or NVFP4's tensor scale); ``split`` forces the K split,
     ``nvx`` NVFP4's exact steps (default: with bf16 x)."""
+    if wfmt in wt_rows_fp6.FORMATS:
+        return wt_rows_fp6.wt_rows_fp6(x, qdata, scale, zero, bias, y, wfmt, split)
     if not y.is_contiguous():
         raise ValueError(f"wt_rows_mx writes a contiguous y, got strides {y.stride()}")
     if x.data_ptr() % 16 or qdata.data_ptr() % 16:

@@ -261,9 +261,9 @@ def test_dispatch_rows(backend):
     """Decode band: the MX decode kernel, then the emulated path where it refuses a call (a
     recorded fallback); past it and for float32 activations the emulated path (dequantize,
     then the BLAS matmul), as intended. On sm90 the band runs to MX_ROWS_MAX_M rows for MX
-    fp4, fp8 and int8 with bf16 x and NVFP4 (kernels/wt_rows_mx.py past 64), to
-    MX_NARROW_ROWS_MAX_M for fp6 and MX int8 with fp16 x (decode_mma_tiles.ROWS_TILE,
-    sessions 51, 53 and 54); other CUDA archs end at 16. fp6 codes:
+    fp4, fp6, fp8 and int8 with bf16 x and NVFP4 (kernels/wt_rows_mx.py past 64, fp6
+    kernels/wt_rows_fp6.py), to MX_NARROW_ROWS_MAX_M for MX int8 with fp16 x
+    (decode_mma_tiles.ROWS_TILE, sessions 51, 53-55); other CUDA archs end at 16. fp6 codes:
     the same on CUDA (decode_mma's fp6 loop), the emulated path at any M elsewhere."""
     platform = dispatch.Platform(dispatch.Backend(backend), "sm90" if backend == "cuda" else "x")
     rows = {
@@ -278,7 +278,7 @@ def test_dispatch_rows(backend):
         mx = scheme.value.startswith("mx")
         narrow = dispatch.MX_NARROW_ROWS_MAX_M
         wide = dispatch.MX_ROWS_MAX_M
-        for variant, most in ((None, wide), ("int8", wide), ("fp6", narrow)):
+        for variant, most in ((None, wide), ("int8", wide), ("fp6", wide)):
             if not mx and variant:
                 continue
             for dtype in (torch.bfloat16, torch.float16):

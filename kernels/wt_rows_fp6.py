@@ -1,0 +1,146 @@
+"""MX fp6 weights (e3m2 / e2m3, blocks of 32) at 65-128 rows on sm90: wt_rows' tile for
+decode_mma_fp6's codes, x through tensor descriptors.
+
+A program takes BLOCK_N rows of W against all ROWS rows of x, as kernels/wt_rows.py. A step of
+BLOCK_K codes loads each 16-code unit's three int32 words (by pointer loads: a unit's 12 bytes
+are no TMA box), and kernels/fp6_codes.fp6_word_codes turns them into four tensors o_t, o_t's
+column c holding code 16 (c // 4) + 4 t + c % 4 of the step: decode_mma_fp6's assembly, one
+unit an instance (its four-byte planes, packed four codes an instance, would mix two rows'
+bytes in wgmma's register layout). x comes permuted so that each o_t meets one box: the
+host writes x's columns of a step in the order (t, unit, i) (:func:`permute_x`, one copy of
+x), and the kernel reads four [ROWS, C4] boxes a step through x's descriptor, one MMA each.
+
+The block's power of two is in the weights' values (fp6_codes: one fma.rn.bf16x2 by 2**(b -
+bias), BIG's second multiply where the weight's flag says a block may need it), so the
+float32 accumulator needs no per-block scaling, as in decode_mma_fp6.
+
+Why: past 64 rows sm90's MX fp6 ran the emulated path (a Triton dequantization to bf16, then
+the BLAS matmul): 146-166 µs at 128 rows of 8192^2 / 4096 x 14336 on an H200, 0.24-0.25x
+bf16 (bench/NOTES.md session 51); decode_mma's fp6 loop at 128 rows spilled 1056 bytes and
+ran 280-302 µs.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+from aoq.kernels import splitk, wt_rows
+from aoq.kernels._common import INTERPRET, WeightFormat, backend_of, block_columns, mma
+from aoq.kernels._launch import launch, scratch_allocator
+from aoq.kernels.decode_mma_fp6 import _step_scales
+from aoq.kernels.decode_mma_serves import BIG_MODE
+from aoq.kernels.fp6_codes import fp6_word_codes
+
+ROWS = wt_rows.ROWS
+BLOCK_N = wt_rows.BLOCK_N
+BLOCK_K = 128
+"""Codes a step (eight units; decode_mma_fp6's steps: 64-code ones came out wrong on an H100)."""
+STAGES = 2
+PER_SM = 2
+"""Two programs an SM: 2 stages take 88 KB of shared memory on sm90 (3 stages 127 KB, one)."""
+FORMATS = (WeightFormat.MX_FP6_E3M2, WeightFormat.MX_FP6_E2M3)
+TILE: dict[str, int] = {}
+"""A probe's overrides: ``per_sm``, ``stages`` (bench/rows_ab.py ``--fp6-tile``)."""
+
+
+@triton.jit
+def _wt_rows_fp6_kernel(
+    x_ptr, w_ptr, s_ptr, z_ptr, b_ptr, y_ptr, p_ptr, M, N, K, K_SPLIT, stride_wn,
+    E3M2: tl.constexpr, HAS_BIAS: tl.constexpr, SPLIT_K: tl.constexpr, ROWS: tl.constexpr,
+    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, STAGES: tl.constexpr, BIG: tl.constexpr,
+    ASM: tl.constexpr, X_DESC: tl.constexpr = True, UPCAST: tl.constexpr = False,
+    TRIGGER: tl.constexpr = False,
+):  # fmt: skip
+    """Program (n, s): rows n·BLOCK_N.. of W against all of x (permuted by :func:`permute_x`)
+    over K range s. SPLIT_K 1: y [M, N] (+ bias), cast; else the float32 partial into p[s].
+    s_ptr: the group-major E8M0 bytes (s[g, n] at g N + n); BIG 1: the second multiply.
+    X_DESC: x through its descriptor (four [ROWS, BLOCK_K / 4] boxes a step), else by masked
+    loads."""
+    splitk.trigger(TRIGGER)
+    pid_n = tl.program_id(0)
+    pid_s = tl.program_id(1)
+    C4: tl.constexpr = BLOCK_K // 4
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_m = tl.arange(0, ROWS)
+    nmask = offs_n < N
+    F16: tl.constexpr = x_ptr.dtype.element_ty == tl.float16
+    x_desc = wt_rows.x_descriptor(x_ptr, M, K, ROWS, C4, X_DESC)
+    C: tl.constexpr = BLOCK_K // 16  # units a step
+    unit = tl.arange(0, C)
+    words = w_ptr.to(tl.pointer_type(tl.int32))
+    wrow = words + (offs_n.to(tl.int64) * (stride_wn // 4))[:, None]
+    s_rows = s_ptr + offs_n.to(tl.int64)
+    k_lo, k_hi = splitk.k_range(pid_s, K, K_SPLIT, SPLIT_K)
+    acc = tl.zeros((BLOCK_N, ROWS), dtype=tl.float32)
+    for k0 in tl.range(k_lo, k_hi, BLOCK_K, num_stages=STAGES):
+        n0, n1, n2, n3 = _step_scales(s_rows, nmask, k0, k_hi, N, 32, BLOCK_K // 32)
+        su = block_columns(n0, n1, n2, n3, C, BLOCK_K // 32)  # each unit's block byte
+        wp = wrow + ((k0 // 16 + unit) * 3)[None, :]
+        w0 = tl.load(wp, mask=nmask[:, None], other=0)
+        w1 = tl.load(wp + 1, mask=nmask[:, None], other=0)
+        w2 = tl.load(wp + 2, mask=nmask[:, None], other=0)
+        o0, o1, o2, o3 = fp6_word_codes(w0, w1, w2, su, E3M2, BIG, ASM, F16)
+        x0 = wt_rows.x_step(x_desc, offs_m, M, K, k0, C4, X_DESC)
+        x1 = wt_rows.x_step(x_desc, offs_m, M, K, k0 + C4, C4, X_DESC)
+        x2 = wt_rows.x_step(x_desc, offs_m, M, K, k0 + 2 * C4, C4, X_DESC)
+        x3 = wt_rows.x_step(x_desc, offs_m, M, K, k0 + 3 * C4, C4, X_DESC)
+        if not UPCAST:
+            o0, o1 = o0.to(x_ptr.dtype.element_ty), o1.to(x_ptr.dtype.element_ty)
+            o2, o3 = o2.to(x_ptr.dtype.element_ty), o3.to(x_ptr.dtype.element_ty)
+        acc = mma(o0, tl.trans(x0), acc, UPCAST, "ieee")
+        acc = mma(o1, tl.trans(x1), acc, UPCAST, "ieee")
+        acc = mma(o2, tl.trans(x2), acc, UPCAST, "ieee")
+        acc = mma(o3, tl.trans(x3), acc, UPCAST, "ieee")
+    at = offs_m[None, :].to(tl.int64) * N + offs_n[:, None]
+    mmask = (offs_m[None, :] < M) & nmask[:, None]
+    if SPLIT_K == 1:
+        if HAS_BIAS:
+            acc = acc + tl.load(b_ptr + offs_n, mask=nmask, other=0).to(tl.float32)[:, None]
+        tl.store(y_ptr + at, acc.to(y_ptr.dtype.element_ty), mask=mmask)
+    else:
+        tl.store(p_ptr + pid_s.to(tl.int64) * M * N + at, acc, mask=mmask)
+
+
+def permute_x(x: torch.Tensor) -> torch.Tensor:
+    """x [M, K] with each step's BLOCK_K columns in the order (t, unit, i): column 16 u + 4 t
+    + i of a step moves to t C4 + 4 u + i (the columns o_t meets, one box each)."""
+    m, k = x.shape
+    steps = x.reshape(m, k // BLOCK_K, BLOCK_K // 16, 4, 4)
+    return steps.transpose(2, 3).contiguous().reshape(m, k)
+
+
+def wt_rows_fp6(
+    x: torch.Tensor,
+    qdata: torch.Tensor,
+    scale: torch.Tensor,
+    zero: torch.Tensor,
+    bias: torch.Tensor | None,
+    y: torch.Tensor,
+    wfmt: WeightFormat,
+    split: int | None = None,
+) -> torch.Tensor:
+    """y [M, N] = x Wᵀ + bias where wt_rows_mx.serves holds for MX fp6 (``scale`` the
+    group-major bytes, ``zero`` the BIG flag; y float32 under the interpreter: the tests'
+    exact comparison); ``split`` forces the K split (tests)."""
+    if not y.is_contiguous():
+        raise ValueError(f"wt_rows_fp6 writes a contiguous y, got strides {y.stride()}")
+    m, k = x.shape
+    n = qdata.shape[0]
+    xp = permute_x(x.contiguous())
+    scratch_allocator()
+    n_prog = triton.cdiv(n, BLOCK_N)
+    stages = TILE.get("stages", STAGES)
+    p = splitk.plan(y, backend_of(x.device), n_prog, k, BLOCK_K, split,
+                    per_sm=TILE.get("per_sm", PER_SM), fused=False)  # fmt: skip
+    s = scale.view(torch.uint8)
+    launch(_wt_rows_fp6_kernel, (n_prog, p.split),
+        xp, qdata, s, s, bias if bias is not None else s, y, p.partials, m, n, k, p.k_split,
+        qdata.stride(0),
+        E3M2=wfmt is WeightFormat.MX_FP6_E3M2, HAS_BIAS=bias is not None, SPLIT_K=p.split,
+        ROWS=ROWS, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, STAGES=stages,
+        BIG=min(BIG_MODE[zero.numel()], 1), ASM=not INTERPRET, UPCAST=INTERPRET,
+        TRIGGER=p.chain, num_warps=4, num_stages=stages,
+    )  # fmt: skip
+    p.finish(y, bias=bias)
+    return y
