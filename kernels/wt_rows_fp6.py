@@ -17,7 +17,9 @@ float32 accumulator needs no per-block scaling, as in decode_mma_fp6.
 Why: past 64 rows sm90's MX fp6 ran the emulated path (a Triton dequantization to bf16, then
 the BLAS matmul): 146-166 µs at 128 rows of 8192^2 / 4096 x 14336 on an H200, 0.24-0.25x
 bf16 (bench/NOTES.md session 51); decode_mma's fp6 loop at 128 rows spilled 1056 bytes and
-ran 280-302 µs.
+ran 280-302 µs. Here (H200, session 55, µs at 128 rows of 8192^2 / 4096 x 14336 / 14336 x
+4096): 146.2 / 137.6 / 130.3 against the emulated path's 167.0 / 147.0 / 151.6. Triton moves
+the decoded tensors to wgmma through shared memory, two bytes a store (bench/NOTES.md).
 """
 
 from __future__ import annotations
