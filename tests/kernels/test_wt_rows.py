@@ -65,6 +65,31 @@ def _x(m: int, k: int, dtype: torch.dtype) -> torch.Tensor:
     return torch.randn(m, k, device=DEV).to(dtype)
 
 
+def _codes(fmt: str, n: int, k: int, tiled: bool = True, zeros: str | None = "words"):
+    """(codes, scale, zero or None, the float64 weight): :func:`_int4` for "int4", else
+    :func:`_weight`'s per-channel codes."""
+    if fmt == "int4":
+        return _int4(n, k, tiled, zeros)
+    q, s, deq = _weight(fmt, n, k)
+    return q, s, None, deq
+
+
+def _launches(monkeypatch, key: str) -> list:
+    """The value of constexpr ``key`` of each wt_rows launch from here on."""
+    seen: list = []
+    launch = wt_rows.launch
+    monkeypatch.setattr(
+        wt_rows, "launch", lambda *a, **kw: seen.append(kw[key]) or launch(*a, **kw)
+    )
+    return seen
+
+
+def _near_float64(y: torch.Tensor, x: torch.Tensor, deq: torch.Tensor) -> bool:
+    """y within two bf16 roundings of the float64 product x deqᵀ."""
+    want = x.double() @ deq.T
+    return bool(((y.double() - want).abs() <= 2 * 2.0**-7 * want.abs() + 1e-3).all())
+
+
 def test_serves_its_rows_formats_and_shapes(enabled):
     x, q = torch.empty(120, 256, dtype=torch.bfloat16), torch.empty(128, 256, dtype=torch.int8)
     ok = INTERPRET  # CPU tensors: only the interpreter runs kernels on them
@@ -208,21 +233,13 @@ def test_half_group_steps_the_float64_product(fmt, tiled, zeros, monkeypatch):
     monkeypatch.setattr(wt_rows, "TILE", {0: {"step": 64, "per_sm": 4}, 1: {"step": 64}})
     torch.manual_seed(6)
     n, k, m = 128, 512, 100
-    if fmt == "int4":
-        q, s, z, deq = _int4(n, k, tiled, zeros)
-    else:
-        (q, s, deq), z = _weight(fmt, n, k), None
+    q, s, z, deq = _codes(fmt, n, k, tiled, zeros)
     x = _x(m, k, torch.bfloat16)
     y = torch.empty(m, n, dtype=torch.bfloat16, device=DEV)
-    steps = []
-    launch = wt_rows.launch
-    monkeypatch.setattr(
-        wt_rows, "launch", lambda *a, **kw: steps.append(kw["BLOCK_K"]) or launch(*a, **kw)
-    )
+    steps = _launches(monkeypatch, "BLOCK_K")
     wt_rows.wt_rows(x, q, s, z, None, y, 2, tiled)
     assert steps == [64]
-    want = x.double() @ deq.T
-    assert ((y.double() - want).abs() <= 2 * 2.0**-7 * want.abs() + 1e-3).all()
+    assert _near_float64(y, x, deq)
 
 
 @runs
@@ -236,23 +253,15 @@ def test_wide_weight_tiles_the_float64_product(fmt, tiled, zeros, step, monkeypa
     tile = {"bn": 128, "warps": 8, "step": step, "stages": 2}
     monkeypatch.setattr(wt_rows, "TILE", {0: tile, 1: tile})
     torch.manual_seed(7)
-    tiles = []
-    launch = wt_rows.launch
-    monkeypatch.setattr(
-        wt_rows, "launch", lambda *a, **kw: tiles.append(kw["BLOCK_N"]) or launch(*a, **kw)
-    )
+    tiles = _launches(monkeypatch, "BLOCK_N")
     for n in (256, 192):
         k, m = 256, 100
-        if fmt == "int4":
-            q, s, z, deq = _int4(n, k, tiled, zeros)
-        else:
-            (q, s, deq), z = _weight(fmt, n, k), None
+        q, s, z, deq = _codes(fmt, n, k, tiled, zeros)
         x = _x(m, k, torch.bfloat16)
         y = torch.empty(m, n, dtype=torch.bfloat16, device=DEV)
         wt_rows.wt_rows(x, q, s, z, None, y, 2, tiled)
         assert tiles.pop() == (128 if n % 128 == 0 else 64)
-        want = x.double() @ deq.T
-        assert ((y.double() - want).abs() <= 2 * 2.0**-7 * want.abs() + 1e-3).all()
+        assert _near_float64(y, x, deq)
 
 
 @runs
@@ -263,13 +272,11 @@ def test_the_decode_entry_takes_int8_on_the_wide_tile(enabled, monkeypatch):
     torch.manual_seed(3)
     q, s, deq = _weight("int8", 256, 256)
     x = _x(100, 256, torch.bfloat16)
-    calls = []
-    launch = wt_rows.launch
-    monkeypatch.setattr(wt_rows, "launch", lambda *a, **kw: calls.append(kw) or launch(*a, **kw))
+    tiles, descs = _launches(monkeypatch, "BLOCK_N"), _launches(monkeypatch, "X_DESC")
+    warps = _launches(monkeypatch, "num_warps")
     y = wo.weight_only_mm_triton(x, q, s, None, None, int(Strategy.DECODE))
-    assert [(c["BLOCK_N"], c["X_DESC"], c["num_warps"]) for c in calls] == [(128, True, 8)]
-    want = x.double() @ deq.T
-    assert ((y.double() - want).abs() <= 2 * 2.0**-7 * want.abs() + 1e-3).all()
+    assert (tiles, descs, warps) == ([128], [True], [8])
+    assert _near_float64(y, x, deq)
 
 
 @runs
@@ -280,23 +287,15 @@ def test_64_row_x_tiles_the_float64_product(fmt, m, monkeypatch):
     monkeypatch.setattr(wt_rows, "MIN_ROWS", dict.fromkeys(wt_rows.MIN_ROWS, 33))
     torch.manual_seed(8)
     n, k = 128, 256
-    if fmt == "int4":
-        q, s, z, deq = _int4(n, k, True, "words")
-    else:
-        (q, s, deq), z = _weight(fmt, n, k), None
+    q, s, z, deq = _codes(fmt, n, k)
     x = _x(m, k, torch.bfloat16)
     wfmt = WeightFormat.UINT4 if fmt == "int4" else WeightFormat.INT8
     assert wt_rows.serves(x, q, k // 128 if fmt == "int4" else 1, wfmt, s, z)
-    rows = []
-    launch = wt_rows.launch
-    monkeypatch.setattr(
-        wt_rows, "launch", lambda *a, **kw: rows.append(kw["ROWS"]) or launch(*a, **kw)
-    )
+    rows = _launches(monkeypatch, "ROWS")
     y = torch.empty(m, n, dtype=torch.bfloat16, device=DEV)
     wt_rows.wt_rows(x, q, s, z, None, y, 2, fmt == "int4")
     assert rows == [64]
-    want = x.double() @ deq.T
-    assert ((y.double() - want).abs() <= 2 * 2.0**-7 * want.abs() + 1e-3).all()
+    assert _near_float64(y, x, deq)
 
 
 def test_a_step_is_one_int4_tile():
