@@ -72,6 +72,9 @@ had no decode tile past 64); MX e4m3 and int8 not served: within -3 to +7 % of d
 WIDE tiles at 112-128 rows, slower below (H200, bench/NOTES.md session 54). The kernel takes
 them for probes (bench/rows_ab.py serves every format from 65). MX fp6 from 65 on its own
 kernel, kernels/wt_rows_fp6.py (session 55)."""
+BITS = {WeightFormat.MX_FP4: 4, WeightFormat.NVFP4: 4, WeightFormat.MX_FP6_E3M2: 6,
+        WeightFormat.MX_FP6_E2M3: 6}  # fmt: skip
+"""Bits a code by format where not 8 (the codes' [N, K·bits / 8] shape)."""
 X_DTYPES = {WeightFormat.MX_INT8: (torch.bfloat16,)}
 """x's dtypes by format where not bf16 and fp16 (MX int8's steps are bf16 values)."""
 
@@ -167,6 +170,8 @@ def serves(
         return False
     nv = wfmt is WeightFormat.NVFP4
     if block_size != (16 if nv else 32) or k % step_k(wfmt) or not n:
+        return False
+    if qdata.dim() != 2 or qdata.shape[1] * 8 != k * BITS.get(wfmt, 8):
         return False
     if zero is None or zero.dtype != (torch.float32 if nv else torch.int32):
         return False

@@ -183,8 +183,8 @@ def test_mx_decode_takes_the_rows(elem, m, enabled, monkeypatch):
 @runs
 def test_serving_rules(every_format):
     """What serves refuses: rows outside MIN_ROWS..ROWS, MX int8 with fp16 x, blocks other
-    than 32 (MX), row-major scale bytes, K not a multiple of the step, an unaligned x; off
-    with AOQ_WT_ROWS=0."""
+    than 32 (MX), row-major scale bytes, K not a multiple of the step, an unaligned x, codes
+    not of the format's size (e4m3's bytes named fp6); off with AOQ_WT_ROWS=0."""
     x, q, gm, zero, _, _ = _case("fp8_e4m3", 100, torch.bfloat16)
     e4m3 = WeightFormat.MX_FP8
     assert wt_rows_mx.serves(x, q, gm, zero, 32, e4m3)
