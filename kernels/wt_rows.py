@@ -127,6 +127,22 @@ def x_step(x_desc, offs_m, M, K, k0, BLOCK_K: tl.constexpr, X_DESC: tl.constexpr
 
 
 @triton.jit
+def store_rows(acc, b_ptr, y_ptr, p_ptr, offs_m, offs_n, nmask, M, N, pid_s,
+               HAS_BIAS: tl.constexpr, SPLIT_K: tl.constexpr):  # fmt: skip
+    """A program's sums acc [BLOCK_N, ROWS] (y^T's tile) out, rows of x past M and columns
+    past N (``nmask``) not stored: SPLIT_K 1, plus the bias, cast into y [M, N]; else as
+    float32 into the partials p[pid_s] (wt_rows_mx's and wt_rows_fp6's end)."""
+    at = offs_m[None, :].to(tl.int64) * N + offs_n[:, None]
+    mmask = (offs_m[None, :] < M) & nmask[:, None]
+    if SPLIT_K == 1:
+        if HAS_BIAS:
+            acc = acc + tl.load(b_ptr + offs_n, mask=nmask, other=0).to(tl.float32)[:, None]
+        tl.store(y_ptr + at, acc.to(y_ptr.dtype.element_ty), mask=mmask)
+    else:
+        tl.store(p_ptr + pid_s.to(tl.int64) * M * N + at, acc, mask=mmask)
+
+
+@triton.jit
 def _wt_rows_kernel(
     x_ptr, w_ptr, s_ptr, z_ptr, b_ptr, y_ptr, p_ptr, M, N, K, K_SPLIT,
     stride_sn, stride_sg, stride_zn, stride_zg,

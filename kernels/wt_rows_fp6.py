@@ -51,14 +51,12 @@ def _wt_rows_fp6_kernel(
     x_ptr, w_ptr, s_ptr, z_ptr, b_ptr, y_ptr, p_ptr, M, N, K, K_SPLIT, stride_wn,
     E3M2: tl.constexpr, HAS_BIAS: tl.constexpr, SPLIT_K: tl.constexpr, ROWS: tl.constexpr,
     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, STAGES: tl.constexpr, BIG: tl.constexpr,
-    ASM: tl.constexpr, X_DESC: tl.constexpr = True, UPCAST: tl.constexpr = False,
-    TRIGGER: tl.constexpr = False,
+    ASM: tl.constexpr, UPCAST: tl.constexpr = False, TRIGGER: tl.constexpr = False,
 ):  # fmt: skip
     """Program (n, s): rows n·BLOCK_N.. of W against all of x (permuted by :func:`permute_x`)
     over K range s. SPLIT_K 1: y [M, N] (+ bias), cast; else the float32 partial into p[s].
-    s_ptr: the group-major E8M0 bytes (s[g, n] at g N + n); BIG 1: the second multiply.
-    X_DESC: x through its descriptor (four [ROWS, BLOCK_K / 4] boxes a step), else by masked
-    loads."""
+    s_ptr: the group-major E8M0 bytes (s[g, n] at g N + n); BIG 1: the second multiply. x
+    through its descriptor, four [ROWS, BLOCK_K / 4] boxes a step."""
     splitk.trigger(TRIGGER)
     pid_n = tl.program_id(0)
     pid_s = tl.program_id(1)
@@ -67,7 +65,7 @@ def _wt_rows_fp6_kernel(
     offs_m = tl.arange(0, ROWS)
     nmask = offs_n < N
     F16: tl.constexpr = x_ptr.dtype.element_ty == tl.float16
-    x_desc = wt_rows.x_descriptor(x_ptr, M, K, ROWS, C4, X_DESC)
+    x_desc = wt_rows.x_descriptor(x_ptr, M, K, ROWS, C4, True)
     C: tl.constexpr = BLOCK_K // 16  # units a step
     unit = tl.arange(0, C)
     words = w_ptr.to(tl.pointer_type(tl.int32))
@@ -83,10 +81,10 @@ def _wt_rows_fp6_kernel(
         w1 = tl.load(wp + 1, mask=nmask[:, None], other=0)
         w2 = tl.load(wp + 2, mask=nmask[:, None], other=0)
         o0, o1, o2, o3 = fp6_word_codes(w0, w1, w2, su, E3M2, BIG, ASM, F16)
-        x0 = wt_rows.x_step(x_desc, offs_m, M, K, k0, C4, X_DESC)
-        x1 = wt_rows.x_step(x_desc, offs_m, M, K, k0 + C4, C4, X_DESC)
-        x2 = wt_rows.x_step(x_desc, offs_m, M, K, k0 + 2 * C4, C4, X_DESC)
-        x3 = wt_rows.x_step(x_desc, offs_m, M, K, k0 + 3 * C4, C4, X_DESC)
+        x0 = wt_rows.x_step(x_desc, offs_m, M, K, k0, C4, True)
+        x1 = wt_rows.x_step(x_desc, offs_m, M, K, k0 + C4, C4, True)
+        x2 = wt_rows.x_step(x_desc, offs_m, M, K, k0 + 2 * C4, C4, True)
+        x3 = wt_rows.x_step(x_desc, offs_m, M, K, k0 + 3 * C4, C4, True)
         if not UPCAST:
             o0, o1 = o0.to(x_ptr.dtype.element_ty), o1.to(x_ptr.dtype.element_ty)
             o2, o3 = o2.to(x_ptr.dtype.element_ty), o3.to(x_ptr.dtype.element_ty)
@@ -94,14 +92,8 @@ def _wt_rows_fp6_kernel(
         acc = mma(o1, tl.trans(x1), acc, UPCAST, "ieee")
         acc = mma(o2, tl.trans(x2), acc, UPCAST, "ieee")
         acc = mma(o3, tl.trans(x3), acc, UPCAST, "ieee")
-    at = offs_m[None, :].to(tl.int64) * N + offs_n[:, None]
-    mmask = (offs_m[None, :] < M) & nmask[:, None]
-    if SPLIT_K == 1:
-        if HAS_BIAS:
-            acc = acc + tl.load(b_ptr + offs_n, mask=nmask, other=0).to(tl.float32)[:, None]
-        tl.store(y_ptr + at, acc.to(y_ptr.dtype.element_ty), mask=mmask)
-    else:
-        tl.store(p_ptr + pid_s.to(tl.int64) * M * N + at, acc, mask=mmask)
+    wt_rows.store_rows(acc, b_ptr, y_ptr, p_ptr, offs_m, offs_n, nmask, M, N, pid_s, HAS_BIAS,
+                       SPLIT_K)  # fmt: skip
 
 
 def permute_x(x: torch.Tensor) -> torch.Tensor:

@@ -136,14 +136,9 @@ def _wt_rows_mx_kernel(
         acc = mma(w, tl.trans(xt), acc, UPCAST, "ieee")
     if WFMT == 9 and NVX:  # the sums of v * e4m3 * 2**-8 x: times the tensor scale * 2**8
         acc = acc * (tl.load(z_ptr) * 256.0)
-    at = offs_m[None, :].to(tl.int64) * N + offs_n[:, None]
-    mmask = (offs_m[None, :] < M) & nmask[:, None]  # (codes past N: TMA's zeros, not stored)
-    if SPLIT_K == 1:
-        if HAS_BIAS:
-            acc = acc + tl.load(b_ptr + offs_n, mask=nmask, other=0).to(tl.float32)[:, None]
-        tl.store(y_ptr + at, acc.to(y_ptr.dtype.element_ty), mask=mmask)
-    else:
-        tl.store(p_ptr + pid_s.to(tl.int64) * M * N + at, acc, mask=mmask)
+    # (codes past N: TMA's zeros, not stored)
+    wt_rows.store_rows(acc, b_ptr, y_ptr, p_ptr, offs_m, offs_n, nmask, M, N, pid_s, HAS_BIAS,
+                       SPLIT_K)  # fmt: skip
 
 
 def serves(

@@ -41,8 +41,7 @@ try:  # the families register their torch.library ops (and the MX cast's CUDA im
     import aoq.kernels.w4a8_mma  # noqa: F401
     import aoq.kernels.weight_dequant  # noqa: F401
     import aoq.kernels.weight_only  # noqa: F401
-    import aoq.kernels.wt_rows  # noqa: F401
-    import aoq.kernels.wt_rows_w4a8  # noqa: F401
+    import aoq.kernels.wt_rows_w4a8  # noqa: F401 (and kernels/wt_rows.py, which it imports)
     from aoq import kernels as _k
 
     _IMPORT_ERROR: str | None = None
