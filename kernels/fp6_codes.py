@@ -111,10 +111,44 @@ _ASM = {
 }
 
 
+def _build_pair(e3m2: bool, big: bool, f16: bool) -> str:
+    """PTX for one value pair of a unit: outputs $0 $1 (codes 2 i and 2 i + 1 as bf16 or
+    fp16), inputs $2 $3 $4 (the unit's words w0, w1, w2), $5 (its E8M0 byte), $6 (i, 0-7).
+    The pair's 12 bits start at bit 12 i of w0 | w1 << 32 | w2 << 64: a funnel shift of the
+    two words they lie in (i is a constant of each register slot where :func:`fp6_pairs` is
+    used, so ptxas folds the selects), then :func:`_pair` at offset 0."""
+    limit, bias = (E3M2_LIMIT, 3) if e3m2 else (E2M3_LIMIT, 1)
+    return (
+        "{\n.reg .b32 g, t, x, a, c, m, p, q, nz, f0, f1, lo, hi, sh, o;\n"
+        ".reg .pred lt3, lt6;\nmov.b32 nz, 0x80008000;\n"
+        + _mx_scale(big, limit, bias, "$5", _SCALE_KIND[f16])
+        + "\nsetp.lt.u32 lt3, $6, 3;\nsetp.lt.u32 lt6, $6, 6;\n"
+        "selp.b32 lo, $3, $4, lt6;\nselp.b32 lo, $2, lo, lt3;\nselp.b32 hi, $3, $4, lt3;\n"
+        "mul.lo.u32 sh, $6, 12;\nand.b32 sh, sh, 31;\nshf.r.clamp.b32 g, lo, hi, sh;\n"
+        "shl.b32 t, g, 10;\nlop3.b32 x, t, g, 0xFFFF0000, 0xE4;\n"
+        + _pair("x", 0, "o", e3m2, big, f16)
+        + "mov.b32 {$0, $1}, o;\n}"
+    )
+
+
+_PAIR_ASM = {
+    (e, b, f): _build_pair(e, b, f)
+    for e in (False, True)
+    for b in (False, True)
+    for f in (False, True)
+}
+
+
 @triton.constexpr_function
 def fp6_asm(e3m2, big, f16):
     """:func:`_build`'s PTX for these flags (built once, at import)."""
     return _ASM[bool(e3m2), bool(big), bool(f16)]
+
+
+@triton.constexpr_function
+def fp6_pair_asm(e3m2, big, f16):
+    """:func:`_build_pair`'s PTX for these flags."""
+    return _PAIR_ASM[bool(e3m2), bool(big), bool(f16)]
 
 
 @triton.jit
@@ -237,3 +271,33 @@ def fp6_word_codes(w0, w1, w2, su, E3M2: tl.constexpr, BIG: tl.constexpr, ASM: t
         o2 = _group(w0, w1, w2, su, 2, E3M2, F16)
         o3 = _group(w0, w1, w2, su, 3, E3M2, F16)
     return o0, o1, o2, o3
+
+
+@triton.jit
+def fp6_pairs(w0, w1, w2, su, i, E3M2: tl.constexpr, BIG: tl.constexpr, ASM: tl.constexpr,
+              F16: tl.constexpr = False):  # fmt: skip
+    """Codes 2 i and 2 i + 1 of each unit (its three int32 words, its E8M0 byte and i, all of
+    one shape) as two tensors of that shape: bf16 (F16: fp16) from the assembly, one pair an
+    instance (:func:`_build_pair`), float32 under the interpreter. The caller places them
+    (kernels/wt_rows_fp6.py broadcasts a unit's words over its eight pairs)."""
+    if ASM and F16:
+        lo, hi = tl.inline_asm_elementwise(
+            fp6_pair_asm(E3M2, BIG, F16), "=h,=h,r,r,r,r,r", [w0, w1, w2, su, i],
+            dtype=(tl.float16, tl.float16), is_pure=True, pack=1,
+        )  # fmt: skip
+    elif ASM:
+        lo, hi = tl.inline_asm_elementwise(
+            fp6_pair_asm(E3M2, BIG, F16), "=h,=h,r,r,r,r,r", [w0, w1, w2, su, i],
+            dtype=(tl.bfloat16, tl.bfloat16), is_pure=True, pack=1,
+        )  # fmt: skip
+    else:
+        u0 = w0.to(tl.uint32, bitcast=True).to(tl.uint64)
+        u1 = w1.to(tl.uint32, bitcast=True).to(tl.uint64)
+        u2 = w2.to(tl.uint32, bitcast=True).to(tl.uint64)
+        bit = (i * 12).to(tl.uint64)
+        low = (u0 | (u1 << 32)) >> tl.minimum(bit, 48)
+        high = (u1 | (u2 << 32)) >> (tl.maximum(bit, 32) - 32)
+        f = tl.where(i < 5, low, high) & 0xFFF
+        lo = _value((f & 63).to(tl.int32), su, E3M2, F16)
+        hi = _value((f >> 6).to(tl.int32), su, E3M2, F16)
+    return lo, hi

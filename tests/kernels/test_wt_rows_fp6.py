@@ -94,6 +94,32 @@ def test_permuted_x_meets_each_plane():
             assert xp[1, s0 + 32 * t + 4 * u + i] == x[1, s0 + 16 * u + 4 * t + i]
 
 
+def test_frag_x_meets_each_unit_in_mma_layout():
+    """permute_x_frag: in each 64 columns, unit q's code 4 j + 2 h + e (column 16 q + 4 j +
+    2 h + e) lands at 16 j + 8 h + 2 q + e, where wgmma's register operand puts it in lane
+    q's registers; a bijection on every step."""
+    x = torch.arange(2 * 256).reshape(2, 256)
+    xp = wt_rows_fp6.permute_x_frag(x)
+    assert torch.equal(xp.sort(dim=1).values, x)
+    for c0 in (0, 64, 192):
+        for q, j, h, e in ((0, 0, 0, 0), (3, 2, 1, 1), (1, 3, 0, 1), (2, 1, 1, 0)):
+            assert xp[1, c0 + 16 * j + 8 * h + 2 * q + e] == x[1, c0 + 16 * q + 4 * j + 2 * h + e]
+
+
+@runs
+def test_the_k32_probe_matches_emulated_matmul(monkeypatch):
+    """TILE["frag"] = False (session 55's four K = 32 MMAs a step) gives the emulated path's
+    product too."""
+    monkeypatch.setitem(wt_rows_fp6.TILE, "frag", False)
+    wfmt = WFMTS["e2m3"]
+    codes, scale, x, bias, want = random_case(ELEMS[wfmt], 130, 512, 80, torch.bfloat16, 3)
+    q, s = pack_mx_codes(codes, ELEMS[wfmt]).to(DEV), scale.view(torch.uint8).to(DEV)
+    y = torch.empty(80, 130, dtype=out_dtype(torch.bfloat16), device=DEV)
+    wt_rows_fp6.wt_rows_fp6(x.to(DEV), q, s.t().contiguous().t(), _flag(s, wfmt).to(DEV),
+                            bias.to(DEV), y, wfmt, 2)  # fmt: skip
+    assert max_rel_error(want, y.float().cpu()) < 4e-3
+
+
 def test_serves():
     wfmt = WFMTS["e3m2"]
     x = torch.zeros(100, 256, dtype=torch.bfloat16, device=DEV)
