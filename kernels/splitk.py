@@ -284,14 +284,21 @@ def trigger(TRIGGER: tl.constexpr):
 
 
 @triton.jit
-def k_range(pid_k, K, K_SPLIT, SPLIT_K: tl.constexpr):
+def k_range(pid_k, K, K_SPLIT, SPLIT_K: tl.constexpr, NONEMPTY: tl.constexpr = False):
     """(k_lo, k_hi): program ``pid_k``'s K range; all of K when SPLIT_K == 1 (prefill keeps
-    the plain 0..K loop, the pipeliner's best case)."""
+    the plain 0..K loop, the pipeliner's best case). NONEMPTY: tell the compiler the range
+    holds a step, as :func:`plan`'s ranges do for K > 0 (its split is cdiv(K, K_SPLIT)), so
+    the K loop has no path that skips it. With that path, the zero accumulator of a skipped
+    loop joined the wgmma pipeline's results before its last wait, and ptxas serialized every
+    wgmma of the loop (its C7515 note: wt_rows_fp6, wt_rows_mx's NVFP4, wt_rows' 64-row W4A8;
+    bench/NOTES.md session 56). Callers refuse K == 0 on the host."""
     k_lo = 0
     k_hi = K
     if SPLIT_K > 1:
         k_lo = pid_k * K_SPLIT
         k_hi = tl.minimum(K, k_lo + K_SPLIT)
+    if NONEMPTY:
+        tl.assume(k_lo < k_hi)
     return k_lo, k_hi
 
 

@@ -185,7 +185,7 @@ def _wt_rows_kernel(
         w_desc = tl.make_tensor_descriptor(w_ptr, [N, K // 2], [K // 2, 1], [BLOCK_N, BLOCK_K // 2])
     else:
         w_desc = tl.make_tensor_descriptor(w_ptr, [N, K], [K, 1], [BLOCK_N, BLOCK_K])
-    k_lo, k_hi = splitk.k_range(pid_s, K, K_SPLIT, SPLIT_K)
+    k_lo, k_hi = splitk.k_range(pid_s, K, K_SPLIT, SPLIT_K, True)
     acc = tl.zeros((BLOCK_N, ROWS), dtype=tl.float32)
     for k0 in tl.range(k_lo, k_hi, BLOCK_K, num_stages=STAGES):
         xt = x_step(x_desc, offs_m, M, K, k0, BLOCK_K, X_DESC)
@@ -308,7 +308,7 @@ def serves(
             return False
     elif groups != 1:
         return False
-    if not min(MIN_ROWS[wfmt], 65) <= m <= ROWS or k % BLOCK_K or qdata.shape[0] % BLOCK_N:
+    if not min(MIN_ROWS[wfmt], 65) <= m <= ROWS or not k or k % BLOCK_K or qdata.shape[0] % BLOCK_N:
         return False
     if m < MIN_ROWS[wfmt] and (wfmt is WeightFormat.UINT4 or not wide(m, qdata.shape[0], k, 0,
                                                                       x.device)):  # fmt: skip

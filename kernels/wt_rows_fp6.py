@@ -86,7 +86,7 @@ def _wt_rows_fp6_kernel(
     wrow0 = words + offs_n.to(tl.int64) * (stride_wn // 4)
     wrow = wrow0[:, None]
     s_rows = s_ptr + offs_n.to(tl.int64)
-    k_lo, k_hi = splitk.k_range(pid_s, K, K_SPLIT, SPLIT_K)
+    k_lo, k_hi = splitk.k_range(pid_s, K, K_SPLIT, SPLIT_K, True)
     acc = tl.zeros((BLOCK_N, ROWS), dtype=tl.float32)
     for k0 in tl.range(k_lo, k_hi, BLOCK_K, num_stages=STAGES):
         if FRAG:

@@ -114,7 +114,7 @@ def _wt_rows_mx_kernel(
     x_desc = wt_rows.x_descriptor(x_ptr, M, K, ROWS, BLOCK_K, X_DESC)
     kb = K if BYTES else K // 2
     w_desc = tl.make_tensor_descriptor(w_ptr, [N, kb], [kb, 1], [BLOCK_N, CB])
-    k_lo, k_hi = splitk.k_range(pid_s, K, K_SPLIT, SPLIT_K)
+    k_lo, k_hi = splitk.k_range(pid_s, K, K_SPLIT, SPLIT_K, True)
     acc = tl.zeros((BLOCK_N, ROWS), dtype=tl.float32)
     for k0 in tl.range(k_lo, k_hi, BLOCK_K, num_stages=STAGES):
         xt = wt_rows.x_step(x_desc, offs_m, M, K, k0, BLOCK_K, X_DESC)
@@ -164,7 +164,7 @@ def serves(
     if x.dtype not in X_DTYPES.get(wfmt, wt_rows.X_DTYPES) or not MIN_ROWS[wfmt] <= m <= ROWS:
         return False
     nv = wfmt is WeightFormat.NVFP4
-    if block_size != (16 if nv else 32) or k % step_k(wfmt) or not n:
+    if block_size != (16 if nv else 32) or not k or k % step_k(wfmt) or not n:
         return False
     if qdata.dim() != 2 or qdata.shape[1] * 8 != k * BITS.get(wfmt, 8):
         return False

@@ -31,7 +31,7 @@ def serves_w4a8(x: torch.Tensor, qdata: torch.Tensor, scale: torch.Tensor) -> bo
     n, g = scale.shape if scale.dim() == 2 else (0, 0)
     if not W4A8_MIN_ROWS <= m <= wt_rows.ROWS or not n or not g:
         return False
-    if k % wt_rows.BLOCK_K or n % wt_rows.BLOCK_N:
+    if not k or k % wt_rows.BLOCK_K or n % wt_rows.BLOCK_N:
         return False
     gs = k // g
     if k % g or gs < 2 or gs & (gs - 1) or scale.dtype != torch.float32:
