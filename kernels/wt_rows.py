@@ -79,10 +79,15 @@ program an SM (W4A8: 160 registers; int8 / e4m3: 128 KB of shared memory). H200,
 decode_mma's 48.5-49.6 / 48.3-49.4 / 43.4-45.1; W4A8 at 65 rows 54.7 / 54.6 / 51.2 against
 the 64-row tile's 67.5 / 64.3 / 61.3. int4, MX fp4 and NVFP4 lost (bench/NOTES.md, session
 55)."""
-WIDE_ROWS = {0: MIN_ROWS[WeightFormat.INT8] - 1, 2: 128}
+WIDE_ROWS = {0: MIN_ROWS[WeightFormat.INT8] - 1, 2: 95}
 """The wide tile by WFMT, from 65 rows up to these where it fills a wave (:func:`wide`): 4096
-x 14336 (112 programs on 132 SMs) ran e4m3 23-26 % slower there than decode_mma, and W4A8 at
-96-128 rows 6 % slower than the 64-row tile."""
+x 14336 (112 programs on 132 SMs) ran e4m3 23-26 % slower there than decode_mma. W4A8 took
+it at 96-128 rows too while ptxas serialized the 64-row tile's wgmma (session 55); with
+splitk.k_range's NONEMPTY the 64-row tile ran 96-128 rows as fast or faster on an H200 (two
+passes, µs, wide / 64-row: 8192^2 57.2 / 62.4 at 96, 58.3 / 53.6 at 112, 58.7 / 58.8 at 128;
+4096 x 14336 within 1.3 either way; 14336 x 4096 53.6 / 48.5, 54.2 / 50.9, 54.7 / 50.8;
+bench/NOTES.md session 56), and the wide tile still won below 96 rows (8192^2 at 65 / 80:
+56.4 / 57.4 against 80.2 / 73.0, x by masked loads there)."""
 WIDE_ON = os.environ.get("AOQ_WT_ROWS_WIDE", "1") != "0"
 """Off: no wide tile (A/B runs): int8 / e4m3 below MIN_ROWS to decode_mma, W4A8 on 64 rows."""
 WAVE_FILL = 0.9

@@ -25,9 +25,8 @@ the BLAS matmul): 146-166 µs at 128 rows of 8192^2 / 4096 x 14336 on an H200, 0
 bf16 (bench/NOTES.md session 51); decode_mma's fp6 loop at 128 rows spilled 1056 bytes and
 ran 280-302 µs. H200, µs at 128 rows of 8192^2 / 4096 x 14336 / 14336 x 4096 (bench.rows_ab):
 session 55's steps 145.6-146.8 / 138.2-139.6 / 130.8-131.1, FRAG 127.8-129.3 / 124.2-125.8 /
-115.4-116.2 (session 56). ptxas still serializes this loop's wgmma (its C7515 note, as for
-wt_rows_mx's NVFP4 and wt_rows' 64-row W4A8; one pipeline stage would avoid it and lost:
-bench/NOTES.md session 56).
+115.4-116.2, and with splitk.k_range's NONEMPTY (ptxas had serialized the loop's wgmma, its
+C7515 note) 124.6 / 114.3 / 112.1 (session 56; MX fp4 on wt_rows_mx: 45-49).
 """
 
 from __future__ import annotations

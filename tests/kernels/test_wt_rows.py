@@ -117,14 +117,14 @@ def test_serves_its_rows_formats_and_shapes(enabled):
 
 
 def test_wide_tile_where_it_fills_a_wave(enabled, monkeypatch):
-    """The wide tile: per-channel codes at 65-111 rows and W4A8 from 96 only where its
-    programs fill a wave, W4A8 below 96 rows always, int4 never; N a multiple of 128."""
+    """The wide tile: per-channel codes at 65-111 rows only where its programs fill a wave,
+    W4A8 at 65-95 rows always and never from 96, int4 never; N a multiple of 128."""
     for full in (True, False):
         monkeypatch.setattr(wt_rows, "_fills_wave", lambda *a, full=full: full)
         for m, want in ((64, False), (65, full), (111, full), (112, False)):
             assert wt_rows.wide(m, 256, 512, 0, torch.device(DEV)) is want, (m, full)
         assert not wt_rows.wide(100, 192, 512, 0, torch.device(DEV))  # N 192
-        for m, want in ((65, True), (95, True), (96, full), (128, full), (129, False)):
+        for m, want in ((65, True), (95, True), (96, False), (128, False), (129, False)):
             assert wt_rows.wide(m, 256, 512, 2, torch.device(DEV)) is want, (m, full)
         assert not wt_rows.wide(100, 256, 512, 1, torch.device(DEV))
         x, q = torch.empty(100, 256, dtype=torch.bfloat16), torch.empty(256, 256, dtype=torch.int8)
