@@ -164,6 +164,8 @@ def render(spec: Any, res: dict[str, Any], per_sm: int | None = None) -> str:
     if per_sm is not None:
         over = " (more than fit)" if per_sm > f["programs"] else ""
         head += f"; the tile's per_sm {per_sm}{over}"
+    if res.get("wgmma_serialized"):
+        head += f"; ptxas serialized its wgmma: {res['wgmma_serialized']}"
     lines = [head]
     for lp in res["loops"]:
         mix = ", ".join(f"{k} {v}" for k, v in list(lp["mix"].items())[:14])

@@ -4,7 +4,9 @@
 kernel spec of target_specs.py with ``triton.compile(ASTSource, target=GPUTarget)`` and
 prints a table: success, the matrix instructions in the assembly (``mma.sync`` / ``wgmma``
 / ``tcgen05.mma`` for NVIDIA, ``v_mfma`` for AMD) and spills (ptxas -v for NVIDIA, the
-``vgpr/sgpr_spill_count`` notes of the AMD code object). Each record is an
+``vgpr/sgpr_spill_count`` notes of the AMD code object), and on NVIDIA whether ptxas
+serialized the kernel's wgmma (its C7515 note: ``wgmma_serialized``, the reason; the table
+marks it SERIAL). Each record is an
 aoq.testing.records ``Record`` (kind "compile"), written to JSONL with ``--out``.
 
 A compiler abort (``LLVM ERROR``, a segfault) must not take the caller down: every target
@@ -81,13 +83,20 @@ def _gpu_target(target: str) -> Any:
     return GPUTarget("hip", target, 64)
 
 
-def _spills(asm: dict[str, Any], target: str) -> tuple[int | None, int | None]:
-    """(spilled bytes or registers, registers) from ptxas -v or the AMD code object notes."""
+WGMMA_SERIALIZED = re.compile(r"\(C7515\).*?serialized due to (.*?)(?: in the function|$)", re.M)
+"""ptxas -v's note that it issues a kernel's wgmma one at a time (each waits for the one
+before), and why: three sm90 kernels ran so unseen until session 56 (splitk.k_range's
+NONEMPTY). The compile matrix records the reason and the tests refuse it."""
+
+
+def _spills(asm: dict[str, Any], target: str) -> tuple[int | None, int | None, str | None]:
+    """(spilled bytes or registers, registers, why ptxas serialized the wgmma or None) from
+    ptxas -v or the AMD code object notes."""
     if target.startswith("gfx"):
         text = asm.get("amdgcn", "")
         spill = sum(int(v) for v in re.findall(r"\.[sv]gpr_spill_count:\s+(\d+)", text))
         vgpr = re.findall(r"\.vgpr_count:\s+(\d+)", text)
-        return spill, int(vgpr[0]) if vgpr else None
+        return spill, int(vgpr[0]) if vgpr else None, None
     import tempfile
 
     from triton.backends.nvidia.compiler import get_ptxas, sm_arch_from_capability
@@ -111,7 +120,8 @@ def _spills(asm: dict[str, Any], target: str) -> tuple[int | None, int | None]:
     log = out.stderr + out.stdout
     spill = sum(int(v) for v in re.findall(r"(\d+) bytes spill (?:stores|loads)", log))
     regs = re.findall(r"Used (\d+) registers", log)
-    return spill, int(regs[0]) if regs else None
+    serial = WGMMA_SERIALIZED.search(log)
+    return spill, int(regs[0]) if regs else None, serial.group(1).strip() if serial else None
 
 
 def compile_spec(spec: Spec, target: str, asm: bool = False) -> dict[str, Any]:
@@ -153,8 +163,9 @@ def compile_spec(spec: Spec, target: str, asm: bool = False) -> dict[str, Any]:
         c = triton.compile(src, target=_gpu_target(target), options=opts)
         text = c.asm.get("ptx") or c.asm.get("amdgcn") or ""
         mma = sorted({p for p in MMA_PATTERNS if p in text})
-        spill, regs = _spills(c.asm, target)
-        row.update(ok=True, mma=mma, spills=spill, regs=regs, shared=c.metadata.shared)
+        spill, regs, serial = _spills(c.asm, target)
+        row.update(ok=True, mma=mma, spills=spill, regs=regs, shared=c.metadata.shared,
+                   wgmma_serialized=serial)  # fmt: skip
         if asm:
             row["asm"] = text
             if "cubin" in c.asm:  # NVIDIA's machine code (bench/sass.py disassembles it)
@@ -308,7 +319,8 @@ def main(argv: list[str] | None = None) -> int:
         for spec, row in zip(specs(target), done[target], strict=True):
             status, reason = _status(spec, target, row)
             bad += status in ("fail", "crash")
-            metrics = {k: row.get(k) for k in ("mma", "spills", "regs", "shared", "seconds")}
+            keys = ("mma", "spills", "regs", "shared", "wgmma_serialized", "seconds")
+            metrics = {k: row.get(k) for k in keys}
             rec = Record(
                 run.run_id,
                 f"{spec.name}/{target}",
@@ -322,6 +334,8 @@ def main(argv: list[str] | None = None) -> int:
                 writer.write(rec)
             mma = ",".join(m.split(".")[0].removeprefix("v_") for m in row.get("mma") or []) or "-"
             cell = f"{status} {mma} sp={row.get('spills')}" if status == "pass" else status
+            if row.get("wgmma_serialized"):
+                cell += " SERIAL"
             table.setdefault(spec.name, {})[target] = cell
     width = max(len(t) for t in table) + 2
     print(f"{'kernel':<{width}}" + "".join(f"{t:<22}" for t in targets))

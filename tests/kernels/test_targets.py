@@ -17,8 +17,24 @@ def test_every_kernel_compiles_with_matrix_instructions(target):
         assert status in ("pass", "xfail"), (spec.name, reason)
         if status == "pass":
             assert row["spills"] <= spec.spill_budget, (spec.name, row)
+            # ptxas issuing a kernel's wgmma one at a time: never silently slow
+            assert not row.get("wgmma_serialized"), (spec.name, row["wgmma_serialized"])
             # (MX e4m3's 128-row tile at 128-code steps: 320 KB with both BIG loops)
             assert row["shared"] <= targets.MAX_SHARED.get(target, row["shared"]), (spec.name, row)
+
+
+def test_ptxas_wgmma_serialization_is_read_from_its_log():
+    """ptxas -v's C7515 note (what three sm90 kernels printed until session 56) -> its reason."""
+    log = (
+        "ptxas info    : (C7515) Potential Performance Loss: wgmma.mma_async instructions are "
+        "serialized due to non wgmma instructions defining accumulator registers of a wgmma "
+        "between start and end of the pipeline stage in the function '_wt_rows_fp6_kernel'\n"
+        "ptxas info    : Used 128 registers"
+    )
+    m = targets.WGMMA_SERIALIZED.search(log)
+    assert m and m.group(1).startswith("non wgmma instructions defining accumulator")
+    assert m.group(1).endswith("pipeline stage")
+    assert targets.WGMMA_SERIALIZED.search("ptxas info    : Used 128 registers") is None
 
 
 def test_expected_impossibility_is_recorded():
