@@ -54,7 +54,8 @@ FRAG = True
 """Decode into wgmma's register layout (:func:`_frag_step`); the probe ``TILE["frag"]``
 overrides it."""
 TILE: dict[str, int] = {}
-"""A probe's overrides: ``per_sm``, ``stages``, ``frag`` (bench/rows_ab.py ``--fp6-tile``)."""
+"""A probe's overrides: ``per_sm``, ``stages``, ``frag``, ``su_load`` (:func:`_frag_step`)
+(bench/rows_ab.py ``--fp6-tile``)."""
 
 
 @triton.jit
@@ -63,7 +64,7 @@ def _wt_rows_fp6_kernel(
     E3M2: tl.constexpr, HAS_BIAS: tl.constexpr, SPLIT_K: tl.constexpr, ROWS: tl.constexpr,
     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, STAGES: tl.constexpr, BIG: tl.constexpr,
     ASM: tl.constexpr, UPCAST: tl.constexpr = False, TRIGGER: tl.constexpr = False,
-    FRAG: tl.constexpr = False,
+    FRAG: tl.constexpr = False, SU_LOAD: tl.constexpr = False,
 ):  # fmt: skip
     """Program (n, s): rows n·BLOCK_N.. of W against all of x (permuted by
     :func:`permute_x_frag`, or :func:`permute_x` without FRAG) over K range s. SPLIT_K 1: y
@@ -91,7 +92,7 @@ def _wt_rows_fp6_kernel(
         if FRAG:
             xt = wt_rows.x_step(x_desc, offs_m, M, K, k0, BLOCK_K, True)
             w = _frag_step(wrow0, s_rows, nmask, k0, k_hi, N, E3M2, BIG, ASM, F16,
-                           BLOCK_N, BLOCK_K)  # fmt: skip
+                           BLOCK_N, BLOCK_K, SU_LOAD)  # fmt: skip
             if not UPCAST:
                 w = w.to(x_ptr.dtype.element_ty)
             acc = mma(w, tl.trans(xt), acc, UPCAST, "ieee")
@@ -121,7 +122,7 @@ def _wt_rows_fp6_kernel(
 @triton.jit
 def _frag_step(wrow, s_rows, nmask, k0, k_hi, N, E3M2: tl.constexpr, BIG: tl.constexpr,
                ASM: tl.constexpr, F16: tl.constexpr, BLOCK_N: tl.constexpr,
-               BLOCK_K: tl.constexpr):  # fmt: skip
+               BLOCK_K: tl.constexpr, SU_LOAD: tl.constexpr = False):  # fmt: skip
     """A step's decoded weights [BLOCK_N, BLOCK_K] (FRAG): column 64 s + 16 j + 8 h + 2 q + e
     holds code 2 (2 j + h) + e of the step's unit 4 s + q. In wgmma's register layout for A
     (lane l: columns 2 (l % 4) + {0, 1, 8, 9} of each 16) each thread then holds whole units
@@ -129,7 +130,10 @@ def _frag_step(wrow, s_rows, nmask, k0, k_hi, N, E3M2: tl.constexpr, BIG: tl.con
     broadcast over (j, h) and decoded a pair an instance, the pairs joined last (Triton 3.6
     carries the MMA's layout back through joins, reshapes and broadcasts to the loads, not
     through a transpose: bench/NOTES.md session 56). x comes permuted to match
-    (:func:`permute_x_frag`)."""
+    (:func:`permute_x_frag`). SU_LOAD (a probe, ``TILE["su_load"]``): each unit's scale
+    byte by a load of its own [R, S, 4] (each block's byte twice) in place of
+    block_columns' join, which Triton converts through shared memory: sm90 loop 506 -> 467
+    instructions, its STS and BAR gone; not timed on a GPU yet."""
     S: tl.constexpr = BLOCK_K // 64
     C: tl.constexpr = BLOCK_K // 16
     unit = tl.reshape(tl.arange(0, C), (S, 4))  # 4 s + q
@@ -138,8 +142,12 @@ def _frag_step(wrow, s_rows, nmask, k0, k_hi, N, E3M2: tl.constexpr, BIG: tl.con
     w0 = tl.load(wp, mask=nm, other=0)[:, :, None, None, None, :]
     w1 = tl.load(wp + 1, mask=nm, other=0)[:, :, None, None, None, :]
     w2 = tl.load(wp + 2, mask=nm, other=0)[:, :, None, None, None, :]
-    n0, n1, n2, n3 = _step_scales(s_rows, nmask, k0, k_hi, N, 32, BLOCK_K // 32)
-    su = tl.reshape(block_columns(n0, n1, n2, n3, C, BLOCK_K // 32), (BLOCK_N, S, 4))
+    if SU_LOAD:  # each unit's E8M0 byte loaded where its unit is decoded (two units a block)
+        sp = s_rows[:, None, None] + ((k0 // 32 + unit // 2) * N)[None, :, :]
+        su = tl.load(sp, mask=nm & (k0 < k_hi), other=0).to(tl.int32)
+    else:
+        n0, n1, n2, n3 = _step_scales(s_rows, nmask, k0, k_hi, N, 32, BLOCK_K // 32)
+        su = tl.reshape(block_columns(n0, n1, n2, n3, C, BLOCK_K // 32), (BLOCK_N, S, 4))
     su = su[:, :, None, None, None, :]
     jh = tl.arange(0, 2)[:, None, None]
     jl = tl.arange(0, 2)[None, :, None]
@@ -199,7 +207,8 @@ def wt_rows_fp6(
         E3M2=wfmt is WeightFormat.MX_FP6_E3M2, HAS_BIAS=bias is not None, SPLIT_K=p.split,
         ROWS=ROWS, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, STAGES=stages,
         BIG=min(BIG_MODE[zero.numel()], 1), ASM=not INTERPRET, UPCAST=INTERPRET,
-        TRIGGER=p.chain, FRAG=frag, num_warps=4, num_stages=stages,
+        TRIGGER=p.chain, FRAG=frag, SU_LOAD=bool(TILE.get("su_load", False)), num_warps=4,
+        num_stages=stages,
     )  # fmt: skip
     p.finish(y, bias=bias)
     return y

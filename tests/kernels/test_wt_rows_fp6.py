@@ -107,6 +107,24 @@ def test_frag_x_meets_each_unit_in_mma_layout():
 
 
 @runs
+@pytest.mark.parametrize("wfmt,big", pairwise(WFMTS, BIG))
+def test_the_su_load_probe_is_each_emulated_weight_exactly(monkeypatch, wfmt, big):
+    """TILE["su_load"] (each unit's scale byte by its own load): the one-hot weights, bit for
+    bit, under every byte."""
+    monkeypatch.setitem(wt_rows_fp6.TILE, "su_load", True)
+    n, k = 72, 256
+    q, s, want = _weight(wfmt, n, k, SMALL[wfmt] + LARGE if big else SMALL[wfmt])
+    q, s = q.to(DEV), s.to(DEV)
+    for k0 in (0, 128):
+        x = torch.zeros(128, k, dtype=torch.bfloat16, device=DEV)
+        x[torch.arange(128), k0 + torch.arange(128)] = 1.0
+        y = torch.empty(128, n, dtype=out_dtype(torch.bfloat16), device=DEV)
+        wt_rows_fp6.wt_rows_fp6(x, q, s.t().contiguous().t(), _flag(s, wfmt).to(DEV), None, y,
+                                wfmt)  # fmt: skip
+        assert same(y, x.float().cpu() @ want.T), k0
+
+
+@runs
 def test_the_k32_probe_matches_emulated_matmul(monkeypatch):
     """TILE["frag"] = False (session 55's four K = 32 MMAs a step) gives the emulated path's
     product too."""
