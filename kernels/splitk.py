@@ -1,20 +1,17 @@
 """Split-K for the decode kernels: how far to split K, and the deterministic reduction.
 
-Why: at decode (M <= 16) a linear is one pass over the weights, so its speed is the number of
-weight bytes in flight per multiprocessor. Tiling N alone gives N / BLOCK_N programs: 256 for
-N = 8192 at BLOCK_N = 32, two per SM of an H100/H200 (132 SMs), far too few loads in flight to
-cover DRAM latency. Splitting K into SPLIT_K ranges multiplies the programs by SPLIT_K; each
-writes a float32 partial [M, N] and a second, tiny kernel sums the partials.
+Why: at decode (M <= 16) a linear is one pass over the weights, its speed the weight bytes
+in flight per SM. Tiling N alone gives N / BLOCK_N programs (256 for N = 8192 at BLOCK_N =
+32: two per SM of an H100/H200), too few loads to cover DRAM latency. SPLIT_K ranges of K
+multiply the programs; each writes a float32 partial [M, N], a tiny kernel sums them.
 
-Why not atomics: ``atomic_add`` of float partials makes the result depend on arrival order, so
-two runs (or a save/load round trip in a fresh process) would differ in the last bits. The
-reduction kernel adds partials in split order 0, 1, ..., SPLIT_K-1: the same bits every run.
+Why not atomics: ``atomic_add`` of float partials makes the bits depend on arrival order (two
+runs, or a save/load round trip, would differ); the reduction adds them in split order.
 The split itself is chosen by :func:`split_k` from the shape and the device's SM count, never
 by timing, for the same reason (a timing autotuner picks different reduction orders in
 different processes).
 
-The reduction's epilogue applies what the main kernel would have: a per-output-channel scale,
-a per-row activation scale, the bias, the cast to the output dtype.
+The reduction's epilogue applies the main kernel's: channel scale, row scale, bias, cast.
 
 Eager calls fuse the reduction into the main kernel (:func:`finish`): each program stores its
 partial, takes a ticket from a per-column-tile counter (an atomic add after a barrier), and
@@ -286,12 +283,8 @@ def trigger(TRIGGER: tl.constexpr):
 @triton.jit
 def k_range(pid_k, K, K_SPLIT, SPLIT_K: tl.constexpr, NONEMPTY: tl.constexpr = False):
     """(k_lo, k_hi): program ``pid_k``'s K range; all of K when SPLIT_K == 1 (prefill keeps
-    the plain 0..K loop, the pipeliner's best case). NONEMPTY: tell the compiler the range
-    holds a step, as :func:`plan`'s ranges do for K > 0 (its split is cdiv(K, K_SPLIT)), so
-    the K loop has no path that skips it. With that path, the zero accumulator of a skipped
-    loop joined the wgmma pipeline's results before its last wait, and ptxas serialized every
-    wgmma of the loop (its C7515 note: wt_rows_fp6, wt_rows_mx's NVFP4, wt_rows' 64-row W4A8;
-    bench/NOTES.md session 56). Callers refuse K == 0 on the host."""
+    the plain 0..K loop). NONEMPTY (callers refuse K == 0): it holds a step, as :func:`plan`'s
+    do: no zero-trip path, with which ptxas serialized wt_rows' wgmma (C7515; NOTES s. 56)."""
     k_lo = 0
     k_hi = K
     if SPLIT_K > 1:
