@@ -144,7 +144,7 @@ def _wt_rows_fp6_specs(target: str) -> list[Spec]:
     frag = w6.FRAG and target in ("sm90", "sm100")
     ce = dict(E3M2=True, HAS_BIAS=True, SPLIT_K=2, ROWS=w6.ROWS, BLOCK_N=w6.BLOCK_N,
               BLOCK_K=w6.BLOCK_K, STAGES=w6.STAGES, BIG=1, ASM=target.startswith("sm"),
-              FRAG=frag)  # fmt: skip
+              FRAG=frag, SU_LOAD=frag and w6.SU_LOAD)  # fmt: skip
     sm100 = ("Triton 3.6 aborts in TritonGPUOptimizeDotOperands (Illegal shared layout) on the "
              "decoded [64, 32] operands of its K = 32 MMAs; served on sm90 only")  # fmt: skip
     e3m2 = Spec("mxwo_fp6_e3m2.rows", "wt_rows_fp6", "_wt_rows_fp6_kernel", sig, ce,

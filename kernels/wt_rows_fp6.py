@@ -26,7 +26,8 @@ bf16 (bench/NOTES.md session 51); decode_mma's fp6 loop at 128 rows spilled 1056
 ran 280-302 µs. H200, µs at 128 rows of 8192^2 / 4096 x 14336 / 14336 x 4096 (bench.rows_ab):
 session 55's steps 145.6-146.8 / 138.2-139.6 / 130.8-131.1, FRAG 127.8-129.3 / 124.2-125.8 /
 115.4-116.2, and with splitk.k_range's NONEMPTY (ptxas had serialized the loop's wgmma, its
-C7515 note) 124.6 / 114.3 / 112.1 (session 56; MX fp4 on wt_rows_mx: 45-49).
+C7515 note) 124.6 / 114.3 / 112.1 (session 56; MX fp4 on wt_rows_mx: 45-49), and with each
+unit's scale byte by its own load (SU_LOAD) 98.4 / 97.3 / 87.9-88.7 (session 57).
 """
 
 from __future__ import annotations
@@ -53,6 +54,12 @@ FORMATS = (WeightFormat.MX_FP6_E3M2, WeightFormat.MX_FP6_E2M3)
 FRAG = True
 """Decode into wgmma's register layout (:func:`_frag_step`); the probe ``TILE["frag"]``
 overrides it."""
+SU_LOAD = True
+"""FRAG's scale bytes: each unit's by a load of its own (:func:`_frag_step`), not
+block_columns' join; ``TILE["su_load"]`` overrides it. H200, µs at 128 rows of 8192^2 /
+4096 x 14336 / 14336 x 4096, mxwo-fp6_e3m2 (bench.rows_ab, two passes, session 57): 124.1-124.2
+/ 113.2-114.0 / 110.8-112.0 -> 98.4 / 97.3 / 87.9-88.7; mx-fp6_e2m3 127.9 / 115.7-115.8 /
+114.5-114.6 -> 101.3 / 99.6-100.3 / 91.1-92.1."""
 TILE: dict[str, int] = {}
 """A probe's overrides: ``per_sm``, ``stages``, ``frag``, ``su_load`` (:func:`_frag_step`)
 (bench/rows_ab.py ``--fp6-tile``)."""
@@ -130,10 +137,10 @@ def _frag_step(wrow, s_rows, nmask, k0, k_hi, N, E3M2: tl.constexpr, BIG: tl.con
     broadcast over (j, h) and decoded a pair an instance, the pairs joined last (Triton 3.6
     carries the MMA's layout back through joins, reshapes and broadcasts to the loads, not
     through a transpose: bench/NOTES.md session 56). x comes permuted to match
-    (:func:`permute_x_frag`). SU_LOAD (a probe, ``TILE["su_load"]``): each unit's scale
+    (:func:`permute_x_frag`). SU_LOAD (the default, :data:`SU_LOAD`): each unit's scale
     byte by a load of its own [R, S, 4] (each block's byte twice) in place of
     block_columns' join, which Triton converts through shared memory: sm90 loop 506 -> 467
-    instructions, its STS and BAR gone; not timed on a GPU yet."""
+    instructions, its STS and BAR gone, 20-22 % faster at 128 rows on an H200."""
     S: tl.constexpr = BLOCK_K // 64
     C: tl.constexpr = BLOCK_K // 16
     unit = tl.reshape(tl.arange(0, C), (S, 4))  # 4 s + q
@@ -207,7 +214,7 @@ def wt_rows_fp6(
         E3M2=wfmt is WeightFormat.MX_FP6_E3M2, HAS_BIAS=bias is not None, SPLIT_K=p.split,
         ROWS=ROWS, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, STAGES=stages,
         BIG=min(BIG_MODE[zero.numel()], 1), ASM=not INTERPRET, UPCAST=INTERPRET,
-        TRIGGER=p.chain, FRAG=frag, SU_LOAD=bool(TILE.get("su_load", False)), num_warps=4,
+        TRIGGER=p.chain, FRAG=frag, SU_LOAD=bool(TILE.get("su_load", SU_LOAD)), num_warps=4,
         num_stages=stages,
     )  # fmt: skip
     p.finish(y, bias=bias)

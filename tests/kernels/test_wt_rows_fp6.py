@@ -108,10 +108,10 @@ def test_frag_x_meets_each_unit_in_mma_layout():
 
 @runs
 @pytest.mark.parametrize("wfmt,big", pairwise(WFMTS, BIG))
-def test_the_su_load_probe_is_each_emulated_weight_exactly(monkeypatch, wfmt, big):
-    """TILE["su_load"] (each unit's scale byte by its own load): the one-hot weights, bit for
-    bit, under every byte."""
-    monkeypatch.setitem(wt_rows_fp6.TILE, "su_load", True)
+def test_the_joined_scales_probe_is_each_emulated_weight_exactly(monkeypatch, wfmt, big):
+    """TILE["su_load"] = False (the scale bytes spread by block_columns' join, session 56's
+    default): the one-hot weights, bit for bit, under every byte."""
+    monkeypatch.setitem(wt_rows_fp6.TILE, "su_load", False)
     n, k = 72, 256
     q, s, want = _weight(wfmt, n, k, SMALL[wfmt] + LARGE if big else SMALL[wfmt])
     q, s = q.to(DEV), s.to(DEV)
