@@ -150,7 +150,10 @@ def _wt_rows_fp6_specs(target: str) -> list[Spec]:
     e3m2 = Spec("mxwo_fp6_e3m2.rows", "wt_rows_fp6", "_wt_rows_fp6_kernel", sig, ce,
                 stages=w6.STAGES, fails_on={} if frag else {"sm100": sm100})  # fmt: skip
     e2m3 = replace(e3m2, name="mx_fp6_e2m3.rows", constexprs={**ce, "E3M2": False, "BIG": 0})
-    return [e3m2, e2m3]
+    permute = Spec("mx_fp6.permute_x", "wt_rows_fp6", "_permute_x_frag_kernel",
+                   {"x_ptr": "*bf16", "y_ptr": "*bf16", "K": "i32", "stride_xm": "i32"},
+                   {"BLOCK": w6.PERMUTE_BLOCK}, mma=False, max_shared=0)  # fmt: skip
+    return [e3m2, e2m3, permute]
 
 
 def mx_specs(target: str) -> list[Spec]:

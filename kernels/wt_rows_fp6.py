@@ -46,10 +46,12 @@ ROWS = wt_rows.ROWS
 BLOCK_N = wt_rows.BLOCK_N
 BLOCK_K = 128
 """Codes a step (eight units; decode_mma_fp6's steps: 64-code ones came out wrong on an H100)."""
-STAGES = 2
+STAGES = 3
+"""Pipeline stages: with SU_LOAD, 3 stages (112 KB of shared memory on sm90, two programs an
+SM) ran 3-7 % faster than 2 on an H200 (128 rows: 98.3 / 98.8 / 88.6 -> 95.0 / 91.9 / 86.3 µs,
+mxwo-fp6_e3m2; three programs an SM at 2 stages timed the same as two, session 57)."""
 PER_SM = 2
-"""Two programs an SM (the K split's aim): FRAG at 2 stages takes 73 KB of shared memory on
-sm90, so three fit, but three timed the same (session 56); the probe's steps 88 KB."""
+"""Two programs an SM (the K split's aim)."""
 FORMATS = (WeightFormat.MX_FP6_E3M2, WeightFormat.MX_FP6_E2M3)
 FRAG = True
 """Decode into wgmma's register layout (:func:`_frag_step`); the probe ``TILE["frag"]``
@@ -167,6 +169,37 @@ def _frag_step(wrow, s_rows, nmask, k0, k_hi, N, E3M2: tl.constexpr, BIG: tl.con
     return tl.reshape(tl.join(lo, hi), (BLOCK_N, BLOCK_K))
 
 
+@triton.jit
+def _permute_x_frag_kernel(x_ptr, y_ptr, K, stride_xm, BLOCK: tl.constexpr):
+    """Program (m, b): y[m, o] = x[m, src(o)] for BLOCK columns o of row m, y contiguous:
+    o = 64 c + 16 j + 8 h + 2 q + e reads src = 64 c + 16 q + 4 j + 2 h + e
+    (:func:`permute_x_frag`'s map)."""
+    m = tl.program_id(0).to(tl.int64)
+    o = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    c = o % 64
+    src = o - c + 16 * ((c // 2) % 4) + 4 * (c // 16) + 2 * ((c // 8) % 2) + c % 2
+    ok = o < K
+    tl.store(y_ptr + m * K + o, tl.load(x_ptr + m * stride_xm + src, mask=ok), mask=ok)
+
+
+PERMUTE_BLOCK = 1024
+
+
+def permuted_x_frag(x: torch.Tensor) -> torch.Tensor:
+    """:func:`permute_x_frag` by a Triton kernel through ``launch``, so that an eager plan
+    (aoq/plans.py) records it: torch's copy is an aten op, which kept every eager MX fp6 call
+    at 65-128 rows off its plan (H200, 4096^2 M 128: 180-250 µs a call against 32-35 as a
+    graph replay, session 57)."""
+    m, k = x.shape
+    if x.stride(1) != 1:
+        x = x.contiguous()
+    y = torch.empty((m, k), dtype=x.dtype, device=x.device)
+    if m and k:
+        launch(_permute_x_frag_kernel, (m, triton.cdiv(k, PERMUTE_BLOCK)), x, y, k, x.stride(0),
+               BLOCK=PERMUTE_BLOCK, num_warps=4)  # fmt: skip
+    return y
+
+
 def permute_x_frag(x: torch.Tensor) -> torch.Tensor:
     """x [M, K] for :func:`_frag_step`'s columns: in each 64 columns, 16 q + 4 j + 2 h + e (unit
     q's code 4 j + 2 h + e) moves to 16 j + 8 h + 2 q + e."""
@@ -201,7 +234,7 @@ def wt_rows_fp6(
     m, k = x.shape
     n = qdata.shape[0]
     frag = bool(TILE.get("frag", FRAG))
-    xp = (permute_x_frag if frag else permute_x)(x.contiguous())
+    xp = permuted_x_frag(x) if frag else permute_x(x.contiguous())
     scratch_allocator()
     n_prog = triton.cdiv(n, BLOCK_N)
     stages = TILE.get("stages", STAGES)

@@ -299,6 +299,8 @@ DECODE = [
     "mx-int8",
     "nvfp4wo",
     "nvfp4",
+    "mxwo-fp6_e3m2",
+    "mx-fp6_e2m3",
 ]
 CONFIGS = [c for c in inference_configs() if c.id in DECODE]
 
@@ -310,7 +312,7 @@ def _normal(w, x, bias):
 
 @gpu
 @pytest.mark.parametrize("config", CONFIGS, ids=[c.id for c in CONFIGS])
-@pytest.mark.parametrize("m", [1, 16, 64, 200])
+@pytest.mark.parametrize("m", [1, 16, 64, 100, 200])
 @pytest.mark.parametrize("bias", [False, True])
 def test_replays_match_the_normal_path_bit_for_bit(config, m, bias):
     """Every decode call is planned; past 16 rows, every call a Triton kernel serves (a BLAS

@@ -107,6 +107,17 @@ def test_frag_x_meets_each_unit_in_mma_layout():
 
 
 @runs
+def test_the_permute_kernel_is_permute_x_frag():
+    """permuted_x_frag (the Triton copy an eager plan records) gives permute_x_frag's
+    tensor, from rows with a stride past K too."""
+    wide = torch.randn(5, 1280 + 64, dtype=torch.bfloat16, device=DEV)
+    x = wide[:, :1280]
+    got = wt_rows_fp6.permuted_x_frag(x)
+    assert got.is_contiguous()
+    assert torch.equal(got.cpu(), wt_rows_fp6.permute_x_frag(x.cpu().contiguous()))
+
+
+@runs
 @pytest.mark.parametrize("wfmt,big", pairwise(WFMTS, BIG))
 def test_the_joined_scales_probe_is_each_emulated_weight_exactly(monkeypatch, wfmt, big):
     """TILE["su_load"] = False (the scale bytes spread by block_columns' join, session 56's
