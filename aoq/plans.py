@@ -30,7 +30,8 @@ is a fixed offset into its base's, so a view of a buffer, of the input or of the
 tensors is replayed as that offset), and the stream's split-K counters. Anything else
 refuses it, and that key keeps
 the normal path for good (``explain(weight)`` says why): another aten op (a fill, a copy, a
-BLAS matmul, a reference path), a launch Triton had to make itself (interpreter, launch
+reference path; a BLAS product only as the call's last step, making its result:
+aoq/plan_steps.py), a launch Triton had to make itself (interpreter, launch
 hooks, hooked kernels), a launch argument that is neither the input, a fresh buffer nor one
 of the weight's or the bias's own tensors or the weight's derived layouts (or a view of one:
 int4's group-major scales go to decode_mma transposed), a result that is not a fresh
@@ -54,6 +55,8 @@ from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
+
+from aoq import plan_steps
 
 try:
     from aoq.kernels import _launch, splitk
@@ -94,7 +97,7 @@ class Plan:
 
     __slots__ = ("buffers", "launches", "out", "device", "current", "selection", "bias",
                  "generation", "keep", "offsets", "workspace", "counters", "calls", "result",
-                 "device_now", "like")  # fmt: skip
+                 "device_now", "like", "blas")  # fmt: skip
 
     def __init__(
         self,
@@ -107,6 +110,7 @@ class Plan:
         generation: int,
         keep: tuple[tuple[torch.Tensor, int], ...],
         counters: int = 0,
+        blas: plan_steps.Step | None = None,
     ) -> None:
         self.buffers = buffers
         self.launches = launches
@@ -120,8 +124,9 @@ class Plan:
         self.keep = keep
         self.offsets, self.workspace = _workspace(buffers, out)
         self.counters = counters
-        self.result = buffers[out - 1]
-        self.like = _result_like(self.result, device)
+        self.blas = blas  # out 0: the result is this last step's output
+        self.result = buffers[out - 1] if out else None
+        self.like = _result_like(self.result, device) if out else None
         self.calls = [self._frame(*launch) for launch in launches]
 
     def _frame(self, bound: Any, grid: Any, template: Any, slots: Any) -> tuple[Any, ...]:
@@ -146,6 +151,8 @@ class Plan:
         return False
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if self.blas is not None:
+            return self._with_blas(x)
         if self.like is not None:
             y = torch.empty_like(self.like)
         else:
@@ -153,21 +160,36 @@ class Plan:
             y = torch.empty_strided(shape, stride, dtype=dtype, device=self.device)
         stream = _launch.driver.active.get_current_stream(self.current)
         if not self.workspace:
-            self._launch(x, y, 0, stream)
+            self._launch(x, y.data_ptr(), 0, stream)
         elif not SHARE_WORKSPACE:  # ws: alive until the launches are queued (then stream-ordered)
             ws = torch.empty(self.workspace, dtype=torch.uint8, device=self.device)
-            self._launch(x, y, ws.data_ptr(), stream)
+            self._launch(x, y.data_ptr(), ws.data_ptr(), stream)
         else:
             with _SHARED_LOCK:
-                self._launch(x, y, _shared_workspace(self, stream), stream)
+                self._launch(x, y.data_ptr(), _shared_workspace(self, stream).data_ptr(), stream)
         return y
 
-    def _launch(self, x: torch.Tensor, y: torch.Tensor, base: int, stream: int) -> None:
+    def _with_blas(self, x: torch.Tensor) -> torch.Tensor:
+        """The launches, then the aten product that makes the result (aoq/plan_steps.py)."""
+        stream = _launch.driver.active.get_current_stream(self.current)
+        if not self.workspace:
+            self._launch(x, 0, 0, stream)
+            return self.blas(x, None, self.offsets)  # type: ignore[misc]
+        if not SHARE_WORKSPACE:
+            ws = torch.empty(self.workspace, dtype=torch.uint8, device=self.device)
+            self._launch(x, 0, ws.data_ptr(), stream)
+            return self.blas(x, ws, self.offsets)  # type: ignore[misc]
+        with _SHARED_LOCK:
+            ws = _shared_workspace(self, stream)
+            self._launch(x, 0, ws.data_ptr(), stream)
+            return self.blas(x, ws, self.offsets)  # type: ignore[misc]
+
+    def _launch(self, x: torch.Tensor, y: int, base: int, stream: int) -> None:
         counters = 0
         if self.counters:
             counters = splitk.counters_at(self.device, self.device.index, stream,
                                           self.counters).data_ptr()  # fmt: skip
-        bases = (x.data_ptr(), base, y.data_ptr(), counters)
+        bases = (x.data_ptr(), base, y, counters)
         for fn, template, fill in self.calls:
             argv = template.copy()  # a list of its own: replays may run on several threads
             argv[3] = stream
@@ -208,14 +230,14 @@ def _capturing(device: torch.device) -> bool:
     return device.type == "cuda" and bool(torch._C._cuda_isCurrentStreamCapturing())
 
 
-def _shared_workspace(plan: Plan, stream: int) -> int:
-    """The address of the stream's shared workspace, grown to the plan's size if needed (the
-    old one is freed to torch's allocator, stream-ordered: queued kernels finish first)."""
+def _shared_workspace(plan: Plan, stream: int) -> torch.Tensor:
+    """The stream's shared workspace, grown to the plan's size if needed (the old one is
+    freed to torch's allocator, stream-ordered: queued kernels finish first)."""
     key = (plan.current, stream)
     ws = _SHARED.get(key)
     if ws is None or ws.numel() < plan.workspace:
         ws = _SHARED[key] = torch.empty(plan.workspace, dtype=torch.uint8, device=plan.device)
-    return ws.data_ptr()
+    return ws
 
 
 def release_workspaces() -> None:
@@ -249,8 +271,11 @@ class _Watch(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
         out = func(*args, **(kwargs or {}))
+        recording = _launch._RECORDING.get() if _launch is not None else None
         if func in _ALLOCATIONS:
             self.fresh[id(out)] = out
+        elif func in plan_steps.REPLAYABLE and recording is not None:  # in the launches' order
+            recording.append(plan_steps.AtenCall(func, args, dict(kwargs or {}), out))
         elif func.is_view and isinstance(out, torch.Tensor) and isinstance(args[0], torch.Tensor):
             self.views[id(out)] = (out, args[0])  # (factories return a detached alias too)
         else:
@@ -303,8 +328,27 @@ def _build(
             buffers.append((tuple(t.shape), t.stride(), t.dtype))
         return slot.get(id(t))
 
-    steps, keep, counters = [], {}, 0
-    for bound, grid, args in launches:
+    steps, keep, counters, blas = [], {}, 0, None
+
+    def blas_arg(a: torch.Tensor) -> Any:
+        base, offset = watch.root(a)
+        idx = index(base)
+        if idx is not None:
+            return plan_steps.Ref(idx, offset, a) if idx or a.dtype == x.dtype else "x retyped"
+        if id(base) in own:
+            keep[id(base)] = (base, base.data_ptr())
+            return a
+        return "an argument that is not the input, a fresh buffer or the weight's"
+
+    for i, item in enumerate(launches):
+        if type(item) is plan_steps.AtenCall:
+            if i != len(launches) - 1:
+                return f"{item.func} is not the call's last step"
+            blas = plan_steps.build(item, y, blas_arg)
+            if isinstance(blas, str):
+                return blas
+            continue
+        bound, grid, args = item
         template, slots = list(args), []
         for pos, a in enumerate(args):
             if not isinstance(a, torch.Tensor):
@@ -324,6 +368,11 @@ def _build(
             else:
                 return f"launch argument {pos} is not the input, a fresh buffer or the weight's"
         steps.append((bound, grid, tuple(template), tuple(slots)))
+    if blas is not None:
+        if _workspace(buffers, 0)[1] > plan_steps.MAX_WORKSPACE:
+            return f"its buffers before {blas.func} exceed plan_steps.MAX_WORKSPACE"
+        keep_ = tuple(keep.values())
+        return Plan(buffers, steps, 0, x.device, selection, bias, generation, keep_, counters, blas)
     if not isinstance(y, torch.Tensor):
         return "the result is not a fresh buffer"
     base, offset = watch.root(y)
@@ -391,7 +440,10 @@ def explain(weight: Any) -> dict[tuple[Any, ...], str]:
     """Per key: 'plan (N launches)', 'seen once', or why the key keeps the normal path."""
     out = {}
     for key, state in weight.__dict__.get("_plans", {}).items():
-        out[key] = f"plan ({len(state.launches)} launches)" if type(state) is Plan else state
+        if type(state) is Plan:
+            then = f", then {state.blas.func}" if state.blas is not None else ""
+            state = f"plan ({len(state.launches)} launches{then})"
+        out[key] = state
     return out
 
 
