@@ -49,7 +49,6 @@ unused once the kernel table gains a kernel.
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -57,6 +56,14 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from aoq import plan_steps
+from aoq.plan_workspace import (  # noqa: F401 (_SHARED: the tests look at it)
+    _SHARED,
+    _SHARED_LOCK,
+    SHARE_WORKSPACE,
+    release_workspaces,
+    shared_workspace,
+)
+from aoq.plan_workspace import layout as _workspace
 
 try:
     from aoq.kernels import _launch, splitk
@@ -71,9 +78,6 @@ a graph replay). Past that the host time is a small part of the call."""
 MAX_PLANS = 128
 """Keys kept per weight (dtypes x M x bias objects); a full cache is cleared."""
 ENABLED = os.environ.get("AOQ_PLANS", "1") != "0" and _launch is not None and _launch.ENABLED
-SHARE_WORKSPACE = os.environ.get("AOQ_SHARED_WORKSPACE", "1") != "0"
-"""Off: every replay allocates its own workspace (bench/host_profile.py times both)."""
-WORKSPACE_ALIGN = 256
 _ALLOCATIONS = (torch.ops.aten.empty.memory_format, torch.ops.aten.empty_strided.default)
 _SEEN = "seen once"
 
@@ -126,7 +130,7 @@ class Plan:
         self.counters = counters
         self.blas = blas  # out 0: the result is this last step's output
         self.result = buffers[out - 1] if out else None
-        self.like = _result_like(self.result, device) if out else None
+        self.like = _result_like(self.result, device) if self.result is not None else None
         self.calls = [self._frame(*launch) for launch in launches]
 
     def _frame(self, bound: Any, grid: Any, template: Any, slots: Any) -> tuple[Any, ...]:
@@ -156,7 +160,7 @@ class Plan:
         if self.like is not None:
             y = torch.empty_like(self.like)
         else:
-            shape, stride, dtype = self.result
+            shape, stride, dtype = self.result  # type: ignore[misc]  # (a result buffer here)
             y = torch.empty_strided(shape, stride, dtype=dtype, device=self.device)
         stream = _launch.driver.active.get_current_stream(self.current)
         if not self.workspace:
@@ -221,42 +225,12 @@ def _device_getter() -> Callable[[], int]:
     return torch._C._cuda_getDevice if get is torch.cuda.current_device else get
 
 
-_SHARED: dict[tuple[int, int], torch.Tensor] = {}
-"""(device index, stream) -> the workspace eager replays on that stream share."""
-_SHARED_LOCK = threading.Lock()
-
-
 def _capturing(device: torch.device) -> bool:
     return device.type == "cuda" and bool(torch._C._cuda_isCurrentStreamCapturing())
 
 
 def _shared_workspace(plan: Plan, stream: int) -> torch.Tensor:
-    """The stream's shared workspace, grown to the plan's size if needed (the old one is
-    freed to torch's allocator, stream-ordered: queued kernels finish first)."""
-    key = (plan.current, stream)
-    ws = _SHARED.get(key)
-    if ws is None or ws.numel() < plan.workspace:
-        ws = _SHARED[key] = torch.empty(plan.workspace, dtype=torch.uint8, device=plan.device)
-    return ws
-
-
-def release_workspaces() -> None:
-    """Free the workspaces eager replays share (the next replay on a stream allocates anew)."""
-    with _SHARED_LOCK:
-        _SHARED.clear()
-
-
-def _workspace(buffers: list[tuple[Any, ...]], out: int) -> tuple[list[int], int]:
-    """Byte offsets of buffers 1.. in one workspace (the result's is unused: it is allocated
-    on its own), each 256-byte aligned (the kernels were bound on fresh, aligned buffers),
-    and the workspace's size."""
-    offsets, total = [], 0
-    for i, (shape, stride, dtype) in enumerate(buffers, 1):
-        offsets.append(total)
-        if i != out and 0 not in shape:
-            span = 1 + sum((n - 1) * st for n, st in zip(shape, stride, strict=True))
-            total += -(-span * dtype.itemsize // WORKSPACE_ALIGN) * WORKSPACE_ALIGN
-    return offsets, total
+    return shared_workspace(plan.current, stream, plan.workspace, plan.device)
 
 
 class _Watch(TorchDispatchMode):
@@ -328,7 +302,8 @@ def _build(
             buffers.append((tuple(t.shape), t.stride(), t.dtype))
         return slot.get(id(t))
 
-    steps, keep, counters, blas = [], {}, 0, None
+    steps, keep, counters = [], {}, 0
+    blas: plan_steps.Step | None = None
 
     def blas_arg(a: torch.Tensor) -> Any:
         base, offset = watch.root(a)
@@ -344,9 +319,10 @@ def _build(
         if type(item) is plan_steps.AtenCall:
             if i != len(launches) - 1:
                 return f"{item.func} is not the call's last step"
-            blas = plan_steps.build(item, y, blas_arg)
-            if isinstance(blas, str):
-                return blas
+            step = plan_steps.build(item, y, blas_arg)
+            if isinstance(step, str):
+                return step
+            blas = step
             continue
         bound, grid, args = item
         template, slots = list(args), []

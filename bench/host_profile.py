@@ -95,12 +95,13 @@ def _replay_layers(w: Any, x: torch.Tensor) -> dict[str, tuple[float, float]]:
         return {}
     y = plan(x)
     stream = plans._launch.driver.active.get_current_stream(plan.current)
-    base = plans._shared_workspace(plan, stream) if plan.workspace else 0
+    base = plans._shared_workspace(plan, stream).data_ptr() if plan.workspace else 0
+    out = 0 if plan.blas is not None else y.data_ptr()  # a BLAS step's plan: launches alone
     return {
         "run_linear": per_call_us(lambda: dispatch.run_linear(w, x, None)),
         "plans.lookup": per_call_us(lambda: plans.lookup(w, x, None, generation)),
         "plan(x)": per_call_us(lambda: plan(x)),
-        "plan's launches": per_call_us(lambda: plan._launch(x, y, base, stream)),
+        "plan's launches": per_call_us(lambda: plan._launch(x, out, base, stream)),
     }
 
 
