@@ -7,6 +7,7 @@ import torch
 from torch import nn
 
 import aoq
+import aoq.tensors.float8 as float8_tensors
 from aoq import dispatch
 
 
@@ -191,6 +192,29 @@ def test_fp8_tensor_scales_keep_cublas_at_mid_rows(monkeypatch):
         lin = aoq.quantize_(nn.Linear(64, 32), config)
         _, _, reason, _ = dispatch.select(fp8, x, lin.weight, None)
         assert reason.startswith(first), reason  # CPU tensors: no GPU kernel runs
+
+
+def test_fp8_row_scales_of_narrow_weights_take_the_triton_kernel_to_128_rows(monkeypatch):
+    """The "row-narrow" variant (AOQ_FP8_NARROW=1; off by default): on sm90, row scales with
+    N <= FP8_NARROW_N and no fast accumulation keep the Triton kernel first to 128 rows."""
+    sm90 = dispatch.Platform(dispatch.Backend.CUDA, "sm90")
+    fp8 = dispatch.Scheme.FP8_FP8
+    triton_first = ("triton.fp8.prefill", "cublas.fp8.scaled_mm")
+    assert dispatch.candidates(fp8, sm90, 100, torch.bfloat16, "row-narrow") == triton_first
+    assert dispatch.candidates(fp8, sm90, 129, torch.bfloat16, "row-narrow") == triton_first[::-1]
+    assert dispatch.candidates(fp8, sm90, 100, torch.bfloat16, None) == triton_first[::-1]
+    gfx = dispatch.Platform(dispatch.Backend.ROCM, "gfx942")
+    assert dispatch.candidates(fp8, gfx, 100, torch.bfloat16, "row-narrow")[0].startswith("hip")
+    row = aoq.Float8DynamicActivationFloat8WeightConfig()
+    fast = aoq.Float8DynamicActivationFloat8WeightConfig(fast_accum=True)
+    narrow = aoq.quantize_(nn.Linear(64, 32), row).weight
+    assert narrow.dispatch_variant is None  # off by default
+    monkeypatch.setattr(float8_tensors, "_FP8_NARROW", True)
+    assert narrow.dispatch_variant == "row-narrow"
+    monkeypatch.setattr(float8_tensors, "FP8_NARROW_N", 16)
+    assert narrow.dispatch_variant is None  # N 32 > 16
+    monkeypatch.setattr(float8_tensors, "FP8_NARROW_N", 4096)
+    assert aoq.quantize_(nn.Linear(64, 32), fast).weight.dispatch_variant is None
 
 
 def test_selection_asks_the_row_of_the_input_dtype(monkeypatch):

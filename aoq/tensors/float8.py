@@ -18,11 +18,16 @@ from collections.abc import Callable
 import torch
 
 from aoq.dispatch import Scheme, kernel
+from aoq.dispatch_table import FP8_NARROW_N
 from aoq.formats import float8
 from aoq.formats import linear as ref
 from aoq.formats.float8 import Granularity
 from aoq.tensors.activation import split_bias
 from aoq.tensors.base import ActQuant, QuantizedWeight, check_act
+
+_FP8_NARROW = os.environ.get("AOQ_FP8_NARROW", "0") == "1"
+"""The "row-narrow" variant (dispatch_table.FP8_NARROW_MAX_M), read at import: off until a
+GPU conformance run covers it."""
 
 
 class Float8Tensor(QuantizedWeight):
@@ -74,8 +79,13 @@ class Float8Tensor(QuantizedWeight):
 
     @property
     def dispatch_variant(self) -> str | None:
-        """ "tensor" for per-tensor activation scales (dispatch.VARIANT_BY_M), else None."""
-        return "tensor" if self.act is ActQuant.FP8_TENSOR else None
+        """ "tensor" for per-tensor activation scales (dispatch.VARIANT_BY_M); under
+        ``AOQ_FP8_NARROW=1``, "row-narrow" for row scales without fast accumulation and N <=
+        dispatch_table.FP8_NARROW_N (the Triton kernel to 128 rows on sm90); else None."""
+        if self.act is ActQuant.FP8_TENSOR:
+            return "tensor"
+        narrow = self.act is ActQuant.FP8_ROW and not self.fast_accum and _FP8_NARROW
+        return "row-narrow" if narrow and self._size[0] <= FP8_NARROW_N else None
 
     @property
     def act_granularity(self) -> Granularity:
