@@ -56,14 +56,13 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from aoq import plan_steps
-from aoq.plan_workspace import (  # noqa: F401 (_SHARED: the tests look at it)
+from aoq.plan_replay import (  # noqa: F401 (_SHARED, _shared_workspace: tests, bench)
     _SHARED,
-    _SHARED_LOCK,
-    SHARE_WORKSPACE,
+    Plan,
+    _shared_workspace,
     release_workspaces,
-    shared_workspace,
 )
-from aoq.plan_workspace import layout as _workspace
+from aoq.plan_replay import layout as _workspace
 
 try:
     from aoq.kernels import _launch, splitk
@@ -82,155 +81,8 @@ _ALLOCATIONS = (torch.ops.aten.empty.memory_format, torch.ops.aten.empty_strided
 _SEEN = "seen once"
 
 
-class Plan:
-    """A recorded call: ``buffers`` (shape, stride, dtype) to allocate, then ``launches`` of
-    (bound kernel, grid, argument template, ((position, buffer index, byte offset), ...): an
-    argument may be a view into a buffer); buffer 0 is the input, ``out`` the index of the
-    result; the templates hold the weight's and bias's tensors (or views of them) as
-    addresses, ``keep`` the tensors viewed with their addresses (:meth:`moved`).
-    ``selection``: (kernel name, fallback, reason, platform) for provenance records;
-    ``current``: the device the kernels were bound on; ``bias``: the bias object (held, so the
-    id in the key stays its own); ``generation``: the kernel table's size when recorded;
-    ``counters``: how many split-K counters the launches use (buffer index -1: the replaying
-    stream's), 0 for none.
-
-    A replay is host time only, so it is prepared once: ``calls`` holds each launch as the
-    launcher's whole positional argument list (``_launch._Bound.frame``) with the stream and
-    the addresses left to fill, each address as (position, which base, byte offset): the
-    input, the workspace (the buffer's offset in it added in), the result or the counters."""
-
-    __slots__ = ("buffers", "launches", "out", "device", "current", "selection", "bias",
-                 "generation", "keep", "offsets", "workspace", "counters", "calls", "result",
-                 "device_now", "like", "blas")  # fmt: skip
-
-    def __init__(
-        self,
-        buffers: list[tuple[Any, ...]],
-        launches: list[tuple[Any, ...]],
-        out: int,
-        device: torch.device,
-        selection: tuple[Any, ...],
-        bias: Any,
-        generation: int,
-        keep: tuple[tuple[torch.Tensor, int], ...],
-        counters: int = 0,
-        blas: plan_steps.Step | None = None,
-    ) -> None:
-        self.buffers = buffers
-        self.launches = launches
-        self.out = out
-        self.device = device
-        self.current = _launch.driver.active.get_current_device()
-        self.device_now = _device_getter()
-        self.selection = selection
-        self.bias = bias
-        self.generation = generation
-        self.keep = keep
-        self.offsets, self.workspace = _workspace(buffers, out)
-        self.counters = counters
-        self.blas = blas  # out 0: the result is this last step's output
-        self.result = buffers[out - 1] if out else None
-        self.like = _result_like(self.result, device) if self.result is not None else None
-        self.calls = [self._frame(*launch) for launch in launches]
-
-    def _frame(self, bound: Any, grid: Any, template: Any, slots: Any) -> tuple[Any, ...]:
-        fn, argv, at = bound.frame(grid, template)
-        fill = []
-        for pos, idx, offset in slots:
-            if idx == 0:
-                fill.append((at + pos, _INPUT, offset))
-            elif idx == self.out:
-                fill.append((at + pos, _RESULT, offset))
-            elif idx == -1:
-                fill.append((at + pos, _COUNTERS, offset))
-            else:
-                fill.append((at + pos, _WORKSPACE, self.offsets[idx - 1] + offset))
-        return fn, argv, tuple(fill)
-
-    def moved(self) -> bool:
-        """A kept tensor's storage is no longer at the recorded address."""
-        for t, ptr in self.keep:  # noqa: SIM110 (a loop, not any() over a generator: host time)
-            if t.data_ptr() != ptr:
-                return True
-        return False
-
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        if self.blas is not None:
-            return self._with_blas(x)
-        if self.like is not None:
-            y = torch.empty_like(self.like)
-        else:
-            shape, stride, dtype = self.result  # type: ignore[misc]  # (a result buffer here)
-            y = torch.empty_strided(shape, stride, dtype=dtype, device=self.device)
-        stream = _launch.driver.active.get_current_stream(self.current)
-        if not self.workspace:
-            self._launch(x, y.data_ptr(), 0, stream)
-        elif not SHARE_WORKSPACE:  # ws: alive until the launches are queued (then stream-ordered)
-            ws = torch.empty(self.workspace, dtype=torch.uint8, device=self.device)
-            self._launch(x, y.data_ptr(), ws.data_ptr(), stream)
-        else:
-            with _SHARED_LOCK:
-                self._launch(x, y.data_ptr(), _shared_workspace(self, stream).data_ptr(), stream)
-        return y
-
-    def _with_blas(self, x: torch.Tensor) -> torch.Tensor:
-        """The launches, then the aten product that makes the result (aoq/plan_steps.py)."""
-        stream = _launch.driver.active.get_current_stream(self.current)
-        if not self.workspace:
-            self._launch(x, 0, 0, stream)
-            return self.blas(x, None, self.offsets)  # type: ignore[misc]
-        if not SHARE_WORKSPACE:
-            ws = torch.empty(self.workspace, dtype=torch.uint8, device=self.device)
-            self._launch(x, 0, ws.data_ptr(), stream)
-            return self.blas(x, ws, self.offsets)  # type: ignore[misc]
-        with _SHARED_LOCK:
-            ws = _shared_workspace(self, stream)
-            self._launch(x, 0, ws.data_ptr(), stream)
-            return self.blas(x, ws, self.offsets)  # type: ignore[misc]
-
-    def _launch(self, x: torch.Tensor, y: int, base: int, stream: int) -> None:
-        counters = 0
-        if self.counters:
-            counters = splitk.counters_at(self.device, self.device.index, stream,
-                                          self.counters).data_ptr()  # fmt: skip
-        bases = (x.data_ptr(), base, y, counters)
-        for fn, template, fill in self.calls:
-            argv = template.copy()  # a list of its own: replays may run on several threads
-            argv[3] = stream
-            for pos, which, offset in fill:
-                argv[pos] = bases[which] + offset
-            fn(*argv)
-
-
-_INPUT, _WORKSPACE, _RESULT, _COUNTERS = range(4)
-"""Which base address a replayed launch argument is an offset from (Plan.calls)."""
-
-
-def _result_like(result: tuple[Any, ...], device: torch.device) -> torch.Tensor | None:
-    """A one-element tensor expanded to the result's shape, where ``torch.empty_like`` of it
-    is a fresh result with the recorded strides (contiguous: an expanded tensor is not dense,
-    so empty_like lays it out contiguously); None where it is not. empty_like takes the
-    shape, dtype and device from the tensor in C++: less host time than empty_strided
-    parsing them from Python per replay."""
-    shape, stride, dtype = result
-    like = torch.empty(1, dtype=dtype, device=device).expand(shape)
-    probe = torch.empty_like(like)
-    return like if probe.stride() == tuple(stride) and probe.shape == like.shape else None
-
-
-def _device_getter() -> Callable[[], int]:
-    """The driver's current-device query; on CUDA torch's own getter, without the lazy-init
-    check ``torch.cuda.current_device`` repeats (a plan exists: CUDA is initialised)."""
-    get = _launch.driver.active.get_current_device
-    return torch._C._cuda_getDevice if get is torch.cuda.current_device else get
-
-
 def _capturing(device: torch.device) -> bool:
     return device.type == "cuda" and bool(torch._C._cuda_isCurrentStreamCapturing())
-
-
-def _shared_workspace(plan: Plan, stream: int) -> torch.Tensor:
-    return shared_workspace(plan.current, stream, plan.workspace, plan.device)
 
 
 class _Watch(TorchDispatchMode):
