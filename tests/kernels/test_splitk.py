@@ -163,6 +163,72 @@ def test_counters_are_per_stream_and_grow(monkeypatch):
     assert splitk.counters(cpu, 10) is None
 
 
+def test_graph_pool_hands_out_each_block_once(monkeypatch):
+    """A captured call's counters: zeroed, disjoint from every other call's, none before an
+    eager call made the pool or once its chunk is used up; an eager call adds a chunk when
+    less than half is left, and the old chunks stay alive (graphs hold their addresses)."""
+    monkeypatch.setattr(splitk, "GRAPH_POOL", 64)
+    monkeypatch.setattr(splitk, "_GRAPH_POOLS", {})
+    assert splitk.graph_counters(0, 8) is None  # no eager call yet
+    pool = splitk._GraphPool(torch.device("cpu"))
+    splitk._GRAPH_POOLS[0] = pool
+    assert splitk.graph_counters(0, 8) is None
+    pool.top_up()
+    a, b = splitk.graph_counters(0, 30), splitk.graph_counters(0, 30)
+    assert a is not None and b is not None and a.numel() == b.numel() == 30
+    assert int(a.abs().sum()) == 0 and b.data_ptr() == a.data_ptr() + 30 * 4
+    assert splitk.graph_counters(0, 8) is None  # 60 of 64 used
+    first = pool.chunks[0]
+    pool.top_up()
+    assert len(pool.chunks) == 2 and pool.chunks[0] is first
+    c = splitk.graph_counters(0, 20)
+    assert c is not None and c.data_ptr() == pool.chunks[1].data_ptr()
+    pool.top_up()  # 20 of 64 used: no new chunk
+    assert len(pool.chunks) == 2
+    monkeypatch.setattr(splitk, "GRAPH_FUSED", False)
+    assert splitk.graph_counters(0, 4) is None
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+def test_captured_calls_fuse_on_gpu():
+    """Each split decode call captured into a CUDA graph fuses its reduction (no reduction
+    kernel is captured), and two replays give the eager call's bits and leave the call's
+    own counters at zero."""
+    real = splitk.reduce_partials
+    reductions = []
+
+    def spy(*a, **kw):
+        reductions.append(1)
+        return real(*a, **kw)
+
+    bad = []
+    splitk.reduce_partials = spy
+    try:
+        for name, call in decode_calls("cuda", 4104, 4096):
+            want = call()  # also makes the device's graph pool
+            used = splitk._GRAPH_POOLS[0].used
+            torch.cuda.synchronize()
+            reductions.clear()
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                out = call()
+            block = splitk._GRAPH_POOLS[0].chunks[-1][used : splitk._GRAPH_POOLS[0].used]
+            got = []
+            for _ in range(2):
+                graph.replay()
+                got.append(out.clone())
+            torch.cuda.synchronize()
+            if reductions or block.numel() == 0:
+                bad.append(f"{name}: reductions {reductions}, {block.numel()} counters")
+            elif int(block.abs().sum()) != 0:
+                bad.append(f"{name}: counters left non-zero")
+            elif not all(bit_equal(g.cpu(), want.cpu()) for g in got):
+                bad.append(f"{name}: replay bits differ from the eager call's")
+    finally:
+        splitk.reduce_partials = real
+    assert bad == []
+
+
 def test_split_rule_powers_of_two_or_exactly_one_wave(monkeypatch):
     """The default rule rounds the programs an SM should hold down to a power-of-two split;
     ``exact`` takes the most programs that fit in one wave (decode_mma's int4 tile: six an
