@@ -13,18 +13,15 @@ different processes).
 
 The reduction's epilogue applies the main kernel's: channel scale, row scale, bias, cast.
 
-Calls fuse the reduction into the main kernel (:func:`finish`): each program stores its
+Eager calls fuse the reduction into the main kernel (:func:`finish`): each program stores its
 partial, takes a ticket from a per-column-tile counter (an atomic add after a barrier), and
 the program that draws the last ticket sums the partials in the same split order (the same
 bits as the separate kernel) and resets the counter to zero. One launch instead of two: a
 launch costs ~4 us of host time, more than the whole reduction kernel's device time. The
 counters live per (device, stream) (:func:`counters`): kernels on one stream run one after
-the other, so each finds its counters at zero, and every kernel leaves them at zero. A call
-captured into a CUDA graph (which may be replayed on any stream) takes counters of its own
-instead, a block of the device's graph pool (:func:`graph_counters`) that no other call
-uses: its kernel is the only one that ever touches them, once a replay. Past FUSED_MAX_M
-rows, with ``AOQ_FUSED_SPLITK=0``, and in a capture that finds no pool (none made yet, or
-used up) the separate reduction kernel runs instead, with the same bits.
+the other, so each finds its counters at zero, and every kernel leaves them at zero. Under
+CUDA-graph capture (a graph may be replayed on any stream, or on two at once), past
+FUSED_MAX_M rows and with ``AOQ_FUSED_SPLITK=0`` the separate reduction kernel runs instead.
 
 Where the GPU has programmatic dependent launch (sm90 and later, _common.pdl) that reduction
 kernel is chained to the split kernel (:attr:`Plan.chain`): the split kernel lets its
@@ -59,22 +56,16 @@ MIN_K_PER_SPLIT = 512
 FUSED = os.environ.get("AOQ_FUSED_SPLITK", "1") != "0"
 """Off: every split launch is followed by the reduction kernel (A/B runs, bisecting)."""
 FUSED_MAX_M = int(os.environ.get("AOQ_FUSED_MAX_M", "8"))
-"""Calls fuse the reduction up to this many rows, eager or captured: a column tile's last
-program sums all of its rows alone. H200, int8wo / fp8wo at 4096^2 (session 47): at 1, 2, 4
-rows the fused launch took 5.2-6.7 us a call against two launches' 7.9-16.4 (bench.host_profile
---m); at 16-128 rows two launches took 3-33 us less in 17 of 18 eager
+"""Eager calls fuse the reduction up to this many rows (graph replays never do): a column
+tile's last program sums all of its rows alone. H200, int8wo / fp8wo at 4096^2 (session 47):
+at 1, 2, 4 rows the fused launch took 5.2-6.7 us a call against two launches' 7.9-16.4
+(bench.host_profile --m); at 16-128 rows two launches took 3-33 us less in 17 of 18 eager
 weight-only bench cells (runs d445eb / 23d2f6; int8wo 4096^2 M 128 56.0 -> 22.7 us).
 ``AOQ_FUSED_MAX_M`` sets it (A/B runs)."""
 CHAIN = os.environ.get("AOQ_SPLITK_PDL", "1") != "0"
 """Off: the reduction kernel is launched plainly, never chained (A/B runs, bisecting)."""
 MIN_COUNTERS = 4096
 """Counters allocated per stream at least (16 KB): N / BLOCK_N column tiles of one launch."""
-GRAPH_FUSED = os.environ.get("AOQ_FUSED_GRAPH", "1") != "0"
-"""Off: captured calls never fuse the reduction (A/B runs; graphs before session 58)."""
-GRAPH_POOL = 1 << 18
-"""Counters in one chunk of a device's graph pool (1 MiB). A captured call keeps its block
-for as long as the process runs (the graph holds its address, not a reference), so each
-capture of a fused call costs N / BLOCK_N counters for good: 4 bytes a column tile."""
 
 # TAIL bits: what the epilogue applies after the sum (one constexpr for the kernels)
 FUSE = 1
@@ -221,57 +212,15 @@ def counters(device: torch.device, n: int) -> torch.Tensor | None:
         return None
     if device.type != "cuda":  # the interpreter: programs run one by one
         return counters_at(device, -1, 0, n)
-    index = device.index if device.index is not None else torch.cuda.current_device()
     if torch.cuda.is_current_stream_capturing():
-        return graph_counters(index, n)
+        return None
+    index = device.index if device.index is not None else torch.cuda.current_device()
     return counters_at(device, index, driver.active.get_current_stream(index), n)
-
-
-class _GraphPool:
-    """Zeroed counters for captured calls, in chunks made outside any capture: an eager call
-    (:func:`counters_at`) adds a chunk when less than half of the last one is left, since
-    zeroing memory inside a capture would record the memset into the graph. Blocks are
-    handed out once and never returned."""
-
-    def __init__(self, device: torch.device) -> None:
-        self.device = device
-        self.chunks: list[torch.Tensor] = []
-        self.used = GRAPH_POOL
-
-    def top_up(self) -> None:
-        if GRAPH_FUSED and self.used > GRAPH_POOL // 2:
-            with _disable_current_modes():  # not part of a call plans.py records
-                self.chunks.append(torch.zeros(GRAPH_POOL, dtype=torch.int32, device=self.device))
-            self.used = 0
-
-    def take(self, n: int) -> torch.Tensor | None:
-        if not GRAPH_FUSED or not self.chunks or self.used + n > GRAPH_POOL:
-            return None
-        block = self.chunks[-1][self.used : self.used + n]
-        self.used += n
-        return block
-
-
-_GRAPH_POOLS: dict[int, _GraphPool] = {}
-"""CUDA device index -> its graph pool."""
-
-
-def graph_counters(index: int, n: int) -> torch.Tensor | None:
-    """``n`` zeroed counters for a call being captured on device ``index``, used by no other
-    call; None (the reduction kernel runs) when no eager call has made the device's pool yet
-    or its chunk is used up."""
-    pool = _GRAPH_POOLS.get(index)
-    return pool.take(n) if pool is not None else None
 
 
 def counters_at(device: torch.device, index: int, stream: int, n: int) -> torch.Tensor:
     """The counters of ``stream``, grown to ``n`` if needed (the old ones are freed to torch's
     allocator, stream-ordered: kernels queued on them finish first)."""
-    if device.type == "cuda":  # eager calls and plan replays keep the graph pool topped up
-        pool = _GRAPH_POOLS.get(index)
-        if pool is None:
-            pool = _GRAPH_POOLS[index] = _GraphPool(device)
-        pool.top_up()
     key = (device.type, index, stream)
     t = _COUNTERS.get(key)
     if t is None or t.numel() < n:
