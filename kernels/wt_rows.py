@@ -88,6 +88,14 @@ passes, µs, wide / 64-row: 8192^2 57.2 / 62.4 at 96, 58.3 / 53.6 at 112, 58.7 /
 4096 x 14336 within 1.3 either way; 14336 x 4096 53.6 / 48.5, 54.2 / 50.9, 54.7 / 50.8;
 bench/NOTES.md session 56), and the wide tile still won below 96 rows (8192^2 at 65 / 80:
 56.4 / 57.4 against 80.2 / 73.0, x by masked loads there)."""
+W4A8_X_DESC = os.environ.get("AOQ_W4A8_X_DESC", "0") == "1"
+"""W4A8 (WFMT 2) reads x by masked loads at every row count, on the 64-row tile: with x
+through its tensor descriptor (the 64-row tile from X_DESC_ROWS, the wide tile always) its
+3-stage loop raced on an H200 (session 58): at 4096^2, 100 / 128 rows, K split 4, six calls of
+one input gave relative errors 0.00006 to 0.0101 against the reference, runs of eight columns
+wrong that moved from call to call (conformance 9e9cc3, red); 1 or 2 stages or x by masked
+loads gave the reference every time, the other formats' tiles the same bits every call.
+``AOQ_W4A8_X_DESC=1`` restores the descriptor (and the wide tile at 65-95 rows) to probe it."""
 WIDE_ON = os.environ.get("AOQ_WT_ROWS_WIDE", "1") != "0"
 """Off: no wide tile (A/B runs): int8 / e4m3 below MIN_ROWS to decode_mma, W4A8 on 64 rows."""
 WAVE_FILL = 0.9
@@ -273,6 +281,8 @@ def wide(m: int, n: int, k: int, wfmt: int, device: torch.device) -> bool:
     X_DESC_ROWS (there the 64-row tile reads x by masked loads: 18-28 % slower at 65-80 rows)."""
     if not WIDE_ON or not 65 <= m <= WIDE_ROWS.get(wfmt, 0) or n % WIDE_N:
         return False
+    if wfmt == 2 and not W4A8_X_DESC:  # (the wide tile reads x through its descriptor)
+        return False
     return (wfmt == 2 and m < X_DESC_ROWS) or _fills_wave(device, n, k)
 
 
@@ -377,7 +387,8 @@ def _run(
         sn, sg, zn, zg,
         WFMT=wfmt, TILED=tiled, ZW=z.dtype == torch.int32, HAS_BIAS=bias is not None,
         SPLIT_K=p.split, ROWS=_rows(m, tile), BLOCK_N=bn, BLOCK_K=bk, STAGES=stages,
-        X_DESC=m >= X_DESC_ROWS or bn > BLOCK_N, GROUP=group, UPCAST=INTERPRET, TRIGGER=p.chain,
+        X_DESC=(m >= X_DESC_ROWS or bn > BLOCK_N) and (wfmt != 2 or W4A8_X_DESC), GROUP=group,
+        UPCAST=INTERPRET, TRIGGER=p.chain,
         num_warps=tile.get("warps", 4), num_stages=stages,
     )  # fmt: skip
     p.finish(y, col_scale=s if wfmt == 0 else None, bias=bias)
