@@ -111,12 +111,12 @@ PREFILL_TRITON_MAX_M = 256
 FP8_TRITON_MAX_M = 64
 """fp8 W8A8 on sm90: the Triton kernel (K split at 17-64 rows) before cuBLAS up to here."""
 FP8_NARROW_MAX_M = 128
-"""fp8 W8A8 with row scales and N <= FP8_NARROW_N (the "row-narrow" variant, only under
-``AOQ_FP8_NARROW=1``) on sm90: the Triton kernel up to here. H200, band_sweep, µs at 80 /
+"""fp8 W8A8 with row scales and N <= FP8_NARROW_N (the "row-narrow" variant; off with
+``AOQ_FP8_NARROW=0``) on sm90: the Triton kernel up to here. H200, band_sweep, µs at 80 /
 128 rows (session 57): 14336 x 4096 Triton 31.9 / 34.0 against torch._scaled_mm's row-wise
 GEMM 40.4 / 41.2 (bf16 36.3 / 38.1), 4096^2 14.4 / 15.6 against 16.2 / 16.5; at N 8192 and
 14336 torch._scaled_mm stays the faster (28.3 / 28.5 against 33.6 / 36.0 at 8192^2), and
-past 128 rows at N 4096. Off by default until a GPU conformance run covers bf16 x there."""
+past 128 rows at N 4096. On by default since the full cuda matrix 9e9cc3 (session 58)."""
 FP8_NARROW_N = 4096
 
 

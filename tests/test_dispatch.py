@@ -195,8 +195,9 @@ def test_fp8_tensor_scales_keep_cublas_at_mid_rows(monkeypatch):
 
 
 def test_fp8_row_scales_of_narrow_weights_take_the_triton_kernel_to_128_rows(monkeypatch):
-    """The "row-narrow" variant (AOQ_FP8_NARROW=1; off by default): on sm90, row scales with
-    N <= FP8_NARROW_N and no fast accumulation keep the Triton kernel first to 128 rows."""
+    """The "row-narrow" variant (on by default; AOQ_FP8_NARROW=0 turns it off): on sm90, row
+    scales with N <= FP8_NARROW_N and no fast accumulation keep the Triton kernel
+    first to 128 rows."""
     sm90 = dispatch.Platform(dispatch.Backend.CUDA, "sm90")
     fp8 = dispatch.Scheme.FP8_FP8
     triton_first = ("triton.fp8.prefill", "cublas.fp8.scaled_mm")
@@ -208,9 +209,10 @@ def test_fp8_row_scales_of_narrow_weights_take_the_triton_kernel_to_128_rows(mon
     row = aoq.Float8DynamicActivationFloat8WeightConfig()
     fast = aoq.Float8DynamicActivationFloat8WeightConfig(fast_accum=True)
     narrow = aoq.quantize_(nn.Linear(64, 32), row).weight
-    assert narrow.dispatch_variant is None  # off by default
+    assert narrow.dispatch_variant == "row-narrow"  # on by default
+    monkeypatch.setattr(float8_tensors, "_FP8_NARROW", False)
+    assert narrow.dispatch_variant is None
     monkeypatch.setattr(float8_tensors, "_FP8_NARROW", True)
-    assert narrow.dispatch_variant == "row-narrow"
     monkeypatch.setattr(float8_tensors, "FP8_NARROW_N", 16)
     assert narrow.dispatch_variant is None  # N 32 > 16
     monkeypatch.setattr(float8_tensors, "FP8_NARROW_N", 4096)
@@ -221,6 +223,7 @@ def test_selection_asks_the_row_of_the_input_dtype(monkeypatch):
     """select() passes x's dtype: on a (pretended) H200 a float32 call never tries cuBLAS."""
     sm90 = dispatch.Platform(dispatch.Backend.CUDA, "sm90")
     monkeypatch.setattr(dispatch, "platform_of", lambda device: sm90)
+    monkeypatch.setattr(float8_tensors, "_FP8_NARROW", False)  # (its N 32 would be narrow)
     lin = aoq.quantize_(nn.Linear(64, 32), aoq.Float8DynamicActivationFloat8WeightConfig())
     for dtype, tried in ((torch.float32, "triton.fp8.prefill:"), (torch.bfloat16, "cublas")):
         x = torch.randn(65, 64, dtype=dtype)
