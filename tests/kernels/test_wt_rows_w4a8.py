@@ -88,3 +88,21 @@ def test_serves_w4a8():
     assert not wt_rows_w4a8.serves_w4a8(x, codes.t().contiguous().t(), s)
     off = torch.empty(128 * 128 + 8, dtype=torch.uint8)[8:].view(128, 128)
     assert not wt_rows_w4a8.serves_w4a8(x, off, s)  # 8 bytes into its storage (TMA: 16)
+
+
+@pytest.mark.skipif(not GPU, reason="needs an sm90 GPU")
+@pytest.mark.parametrize("m", [100, 128])
+def test_repeated_calls_give_one_value_at_a_full_wave(m):
+    """4096^2 with K split 4 (two programs an SM): six calls of one input, the same bits each
+    time and near the reference. With x through its descriptor the 3-stage loop raced there
+    on an H200 (runs of eight columns wrong, moving from call to call: conformance 9e9cc3,
+    bench/NOTES.md session 58), which the small shapes above never showed."""
+    torch.manual_seed(0)
+    n = k = 4096
+    codes, s = _w4a8(n, k, 32)
+    xd = torch.randn(m, k, device=DEV).to(torch.bfloat16)
+    ys = [wt_rows_w4a8.w4a8_rows(xd, codes, s, None, 4) for _ in range(6)]
+    assert all(torch.equal(y, ys[0]) for y in ys[1:])
+    want = wt_rows_w4a8.w4a8_rows_mm(xd.cpu(), codes.cpu(), s.cpu(), None).float()
+    err = (ys[0].float().cpu() - want).norm() / want.norm()
+    assert err < 1e-3, float(err)
