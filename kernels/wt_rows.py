@@ -30,8 +30,9 @@ bf16 at 128 rows on an H200). Served here (session 50, H200, µs at 8192^2 / 409
 14336 x 4096, 128 rows): int8 49.6 / 40.8 / 42.0 against decode_mma's 52.1 / 51.3 / 47.0, int4
 55.2 / 50.6 / 49.6 against 62.6 / 62.7 / 56.3. A TMA box that runs past x's last row loads
 slowly, so below MIN_ROWS decode_mma keeps the 64-row tile's rows; the wide tile (WIDE_TILE,
-session 55) reads x half as often and takes int8 and e4m3 from 65 rows, and W4A8, where it
-fills a wave. Measurements and what lost: bench/NOTES.md sessions 49, 50 and 55.
+session 55) reads x half as often and takes int8 and e4m3 from 65 rows where it fills a wave
+(W4A8 only under AOQ_W4A8_X_DESC=1: W4A8_X_DESC). Measurements and what lost: bench/NOTES.md
+sessions 49, 50, 55 and 58.
 ``AOQ_WT_ROWS=0`` turns it off; ``AOQ_WT_ROWS_DESC=R`` loads x by masked loads below R rows
 on the 64-row tile (A/B runs).
 """
@@ -278,12 +279,19 @@ def _fills_wave(device: torch.device, n: int, k: int) -> bool:
 def wide(m: int, n: int, k: int, wfmt: int, device: torch.device) -> bool:
     """The wide tile (WIDE_TILE) for m rows of x against [n, k] weights of the kernel's WFMT:
     65..WIDE_ROWS[wfmt] rows, N a multiple of WIDE_N, and a full wave, or W4A8 below
-    X_DESC_ROWS (there the 64-row tile reads x by masked loads: 18-28 % slower at 65-80 rows)."""
+    X_DESC_ROWS (there the 64-row tile reads x by masked loads: 18-28 % slower at 65-80 rows);
+    never for a WFMT that does not take x's descriptor (:func:`_x_desc_ok`), which it reads."""
     if not WIDE_ON or not 65 <= m <= WIDE_ROWS.get(wfmt, 0) or n % WIDE_N:
         return False
-    if wfmt == 2 and not W4A8_X_DESC:  # (the wide tile reads x through its descriptor)
+    if not _x_desc_ok(wfmt):
         return False
     return (wfmt == 2 and m < X_DESC_ROWS) or _fills_wave(device, n, k)
+
+
+def _x_desc_ok(wfmt: int) -> bool:
+    """Whether the kernel of WFMT ``wfmt`` may read x through its descriptor (W4A8: only under
+    W4A8_X_DESC)."""
+    return wfmt != 2 or W4A8_X_DESC
 
 
 def _rows(m: int, tile: dict[str, int]) -> int:
@@ -387,7 +395,7 @@ def _run(
         sn, sg, zn, zg,
         WFMT=wfmt, TILED=tiled, ZW=z.dtype == torch.int32, HAS_BIAS=bias is not None,
         SPLIT_K=p.split, ROWS=_rows(m, tile), BLOCK_N=bn, BLOCK_K=bk, STAGES=stages,
-        X_DESC=(m >= X_DESC_ROWS or bn > BLOCK_N) and (wfmt != 2 or W4A8_X_DESC), GROUP=group,
+        X_DESC=(m >= X_DESC_ROWS or bn > BLOCK_N) and _x_desc_ok(wfmt), GROUP=group,
         UPCAST=INTERPRET, TRIGGER=p.chain,
         num_warps=tile.get("warps", 4), num_stages=stages,
     )  # fmt: skip
