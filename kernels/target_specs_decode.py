@@ -341,7 +341,7 @@ def wt_rows_specs(target: str) -> list[Spec]:
                                "ZW": True}, spill_budget=640 if target in ("sm80", "sm89")
                                else 0)  # fmt: skip
     # W4A8's tile: int4 codes q + 8 in groups of 32 dequantized in float32 to bf16, x by
-    # masked loads (at every row count: wt_rows.W4A8_X_DESC)
+    # masked loads on the 64-row tile (at every row count: wt_rows.W4A8_X_DESC)
     w4a8 = dataclasses.replace(int8, name="w4a8.rows", signature={**sig, "w_ptr": "*u8"},
                                constexprs={**ce, "WFMT": 2, "GROUP": 32, "X_DESC": False},
                                spill_budget=int4.spill_budget)  # fmt: skip
@@ -353,7 +353,7 @@ def wt_rows_specs(target: str) -> list[Spec]:
         if target in PDL_TARGETS
     ]
     # the wide tile (wt_rows.WIDE_TILE: 128 rows of W on two warp groups, x by its descriptor;
-    # W4A8's only under AOQ_W4A8_X_DESC=1, a probe)
+    # W4A8's at 65-95 rows)
     bn = {"BLOCK_N": wt_rows.WIDE_N, "X_DESC": True}
     wide = [
         dataclasses.replace(

@@ -31,8 +31,8 @@ bf16 at 128 rows on an H200). Served here (session 50, H200, µs at 8192^2 / 409
 55.2 / 50.6 / 49.6 against 62.6 / 62.7 / 56.3. A TMA box that runs past x's last row loads
 slowly, so below MIN_ROWS decode_mma keeps the 64-row tile's rows; the wide tile (WIDE_TILE,
 session 55) reads x half as often and takes int8 and e4m3 from 65 rows where it fills a wave
-(W4A8 only under AOQ_W4A8_X_DESC=1: W4A8_X_DESC). Measurements and what lost: bench/NOTES.md
-sessions 49, 50, 55 and 58.
+(W4A8 at 65-95 rows; its 64-row tile reads x by masked loads: W4A8_X_DESC). Measurements and
+what lost: bench/NOTES.md sessions 49, 50, 55, 58 and 59.
 ``AOQ_WT_ROWS=0`` turns it off; ``AOQ_WT_ROWS_DESC=R`` loads x by masked loads below R rows
 on the 64-row tile (A/B runs).
 """
@@ -90,13 +90,16 @@ passes, µs, wide / 64-row: 8192^2 57.2 / 62.4 at 96, 58.3 / 53.6 at 112, 58.7 /
 bench/NOTES.md session 56), and the wide tile still won below 96 rows (8192^2 at 65 / 80:
 56.4 / 57.4 against 80.2 / 73.0, x by masked loads there)."""
 W4A8_X_DESC = os.environ.get("AOQ_W4A8_X_DESC", "0") == "1"
-"""W4A8 (WFMT 2) reads x by masked loads at every row count, on the 64-row tile: with x
-through its tensor descriptor (the 64-row tile from X_DESC_ROWS, the wide tile always) its
-3-stage loop raced on an H200 (session 58): at 4096^2, 100 / 128 rows, K split 4, six calls of
-one input gave relative errors 0.00006 to 0.0101 against the reference, runs of eight columns
-wrong that moved from call to call (conformance 9e9cc3, red); 1 or 2 stages or x by masked
-loads gave the reference every time, the other formats' tiles the same bits every call.
-``AOQ_W4A8_X_DESC=1`` restores the descriptor (and the wide tile at 65-95 rows) to probe it."""
+"""W4A8 (WFMT 2) on the 64-row tile reads x by masked loads at every row count: with x through
+its tensor descriptor from X_DESC_ROWS that tile's 3-stage loop raced on an H200 (session 58:
+at 4096^2, 100 / 128 rows, K split 4, six calls of one input gave relative errors 0.00006 to
+0.0101 against the reference, runs of eight columns wrong that moved from call to call;
+conformance 9e9cc3, red; session 59: at every goal shape too, 0.0027-0.013 at 100 and 128
+rows, K split by rule or 4). 1 or 2 stages or x by masked loads gave the reference every time,
+the other formats' tiles the same bits every call. The wide tile (two warp groups, 65-95 rows)
+reads x through its descriptor and gave one value near the reference on every call at those
+shapes and rows (session 59, 0.00005-0.00015); it is 1-10 % faster there than the 64-row tile
+by masked loads. ``AOQ_W4A8_X_DESC=1`` restores the descriptor on the 64-row tile to probe it."""
 WIDE_ON = os.environ.get("AOQ_WT_ROWS_WIDE", "1") != "0"
 """Off: no wide tile (A/B runs): int8 / e4m3 below MIN_ROWS to decode_mma, W4A8 on 64 rows."""
 WAVE_FILL = 0.9
@@ -279,18 +282,16 @@ def _fills_wave(device: torch.device, n: int, k: int) -> bool:
 def wide(m: int, n: int, k: int, wfmt: int, device: torch.device) -> bool:
     """The wide tile (WIDE_TILE) for m rows of x against [n, k] weights of the kernel's WFMT:
     65..WIDE_ROWS[wfmt] rows, N a multiple of WIDE_N, and a full wave, or W4A8 below
-    X_DESC_ROWS (there the 64-row tile reads x by masked loads: 18-28 % slower at 65-80 rows);
-    never for a WFMT that does not take x's descriptor (:func:`_x_desc_ok`), which it reads."""
+    X_DESC_ROWS (there the 64-row tile reads x by masked loads: 1-10 % slower at 65-95 rows,
+    session 59). It reads x through its descriptor for every WFMT."""
     if not WIDE_ON or not 65 <= m <= WIDE_ROWS.get(wfmt, 0) or n % WIDE_N:
-        return False
-    if not _x_desc_ok(wfmt):
         return False
     return (wfmt == 2 and m < X_DESC_ROWS) or _fills_wave(device, n, k)
 
 
 def _x_desc_ok(wfmt: int) -> bool:
-    """Whether the kernel of WFMT ``wfmt`` may read x through its descriptor (W4A8: only under
-    W4A8_X_DESC)."""
+    """Whether the 64-row tile of WFMT ``wfmt`` may read x through its descriptor (W4A8: only
+    under W4A8_X_DESC; the wide tile always does)."""
     return wfmt != 2 or W4A8_X_DESC
 
 
@@ -395,7 +396,7 @@ def _run(
         sn, sg, zn, zg,
         WFMT=wfmt, TILED=tiled, ZW=z.dtype == torch.int32, HAS_BIAS=bias is not None,
         SPLIT_K=p.split, ROWS=_rows(m, tile), BLOCK_N=bn, BLOCK_K=bk, STAGES=stages,
-        X_DESC=(m >= X_DESC_ROWS or bn > BLOCK_N) and _x_desc_ok(wfmt), GROUP=group,
+        X_DESC=bn > BLOCK_N or (m >= X_DESC_ROWS and _x_desc_ok(wfmt)), GROUP=group,
         UPCAST=INTERPRET, TRIGGER=p.chain,
         num_warps=tile.get("warps", 4), num_stages=stages,
     )  # fmt: skip

@@ -3,8 +3,9 @@ WFMT 2) multiplies the operands ``cublas.w4a8.dequant_mm`` multiplies, act_qdq's
 activations and the weights (q - 8) · s rounded once to x's dtype, the weights made in
 registers instead of a bf16 copy of the whole weight written and read back. On an H200 52.5-68.0
 µs against the BLAS path's 86.4-99.7 at 65-128 rows of the three goal shapes (session 50).
-x by masked loads on the 64-row tile at every row count (wt_rows.W4A8_X_DESC: through its
-descriptor, and on the wide tile, the loop raced on an H200, session 58)."""
+x through its descriptor on the wide tile at 65-95 rows, by masked loads on the 64-row tile at
+96-128 (wt_rows.W4A8_X_DESC: through its descriptor there, the loop raced on an H200, sessions
+58-59)."""
 
 from __future__ import annotations
 

@@ -118,37 +118,37 @@ def test_serves_its_rows_formats_and_shapes(enabled):
 
 def test_wide_tile_where_it_fills_a_wave(enabled, monkeypatch):
     """The wide tile: per-channel codes at 65-111 rows only where its programs fill a wave,
-    int4 never, W4A8 never (its x descriptor raced, W4A8_X_DESC) but under the probe flag at
-    65-95 rows always and never from 96; N a multiple of 128."""
-    for full in (True, False):
-        monkeypatch.setattr(wt_rows, "_fills_wave", lambda *a, full=full: full)
-        assert not wt_rows.wide(80, 256, 512, 2, torch.device(DEV))
-    monkeypatch.setattr(wt_rows, "W4A8_X_DESC", True)
-    for full in (True, False):
-        monkeypatch.setattr(wt_rows, "_fills_wave", lambda *a, full=full: full)
-        for m, want in ((64, False), (65, full), (111, full), (112, False)):
-            assert wt_rows.wide(m, 256, 512, 0, torch.device(DEV)) is want, (m, full)
-        assert not wt_rows.wide(100, 192, 512, 0, torch.device(DEV))  # N 192
-        for m, want in ((65, True), (95, True), (96, False), (128, False), (129, False)):
-            assert wt_rows.wide(m, 256, 512, 2, torch.device(DEV)) is want, (m, full)
-        assert not wt_rows.wide(100, 256, 512, 1, torch.device(DEV))
-        x, q = torch.empty(100, 256, dtype=torch.bfloat16), torch.empty(256, 256, dtype=torch.int8)
-        assert wt_rows.serves(x, q, 1, WeightFormat.INT8) is (full and INTERPRET)
-        assert not wt_rows.serves(x, q[:192], 1, WeightFormat.INT8)  # decode_mma's 192 rows
+    int4 never, W4A8 at 65-95 rows always (with or without the probe flag W4A8_X_DESC, which
+    is the 64-row tile's) and never from 96; N a multiple of 128."""
+    for flag in (False, True):
+        monkeypatch.setattr(wt_rows, "W4A8_X_DESC", flag)
+        for full in (True, False):
+            monkeypatch.setattr(wt_rows, "_fills_wave", lambda *a, full=full: full)
+            for m, want in ((64, False), (65, full), (111, full), (112, False)):
+                assert wt_rows.wide(m, 256, 512, 0, torch.device(DEV)) is want, (m, full)
+            assert not wt_rows.wide(100, 192, 512, 0, torch.device(DEV))  # N 192
+            for m, want in ((65, True), (95, True), (96, False), (128, False), (129, False)):
+                assert wt_rows.wide(m, 256, 512, 2, torch.device(DEV)) is want, (m, full)
+            assert not wt_rows.wide(100, 256, 512, 1, torch.device(DEV))
+            x = torch.empty(100, 256, dtype=torch.bfloat16)
+            q = torch.empty(256, 256, dtype=torch.int8)
+            assert wt_rows.serves(x, q, 1, WeightFormat.INT8) is (full and INTERPRET)
+            assert not wt_rows.serves(x, q[:192], 1, WeightFormat.INT8)  # decode_mma's 192 rows
 
 
 @runs
-def test_w4a8_reads_x_by_masked_loads_at_every_row_count(monkeypatch):
-    """W4A8 (WFMT 2) never takes x's descriptor (W4A8_X_DESC: its 3-stage loop raced there
-    on an H200), at 65 rows or 128; the probe flag brings it back from X_DESC_ROWS."""
+def test_w4a8_reads_x_by_masked_loads_on_the_64_row_tile(monkeypatch):
+    """W4A8 (WFMT 2) on the 64-row tile never takes x's descriptor (W4A8_X_DESC: its 3-stage
+    loop raced there on an H200) at 96-128 rows; the wide tile at 65-95 reads x through it;
+    the probe flag brings the descriptor back to the 64-row tile from X_DESC_ROWS."""
     from aoq.kernels import wt_rows_w4a8
 
     seen = _launches(monkeypatch, "X_DESC")
     codes = torch.randint(0, 256, (128, 128), dtype=torch.uint8, device=DEV)
     s = torch.rand(128, 8, device=DEV) + 0.1
-    for m in (65, 128):
+    for m in (65, 95, 96, 128):
         wt_rows_w4a8.w4a8_rows(torch.randn(m, 256, device=DEV).to(torch.bfloat16), codes, s, None)
-    assert seen == [False, False]
+    assert seen == [True, True, False, False]
     monkeypatch.setattr(wt_rows, "W4A8_X_DESC", True)
     wt_rows_w4a8.w4a8_rows(torch.randn(128, 256, device=DEV).to(torch.bfloat16), codes, s, None)
     assert seen[-1] is True

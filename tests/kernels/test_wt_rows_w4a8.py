@@ -91,12 +91,13 @@ def test_serves_w4a8():
 
 
 @pytest.mark.skipif(not GPU, reason="needs an sm90 GPU")
-@pytest.mark.parametrize("m", [100, 128])
+@pytest.mark.parametrize("m", [80, 100, 128])
 def test_repeated_calls_give_one_value_at_a_full_wave(m):
-    """4096^2 with K split 4 (two programs an SM): six calls of one input, the same bits each
-    time and near the reference. With x through its descriptor the 3-stage loop raced there
-    on an H200 (runs of eight columns wrong, moving from call to call: conformance 9e9cc3,
-    bench/NOTES.md session 58), which the small shapes above never showed."""
+    """4096^2 with K split 4 (two programs an SM; 80 rows: the wide tile, one an SM): six calls
+    of one input, the same bits each time and near the reference. With x through its
+    descriptor the 64-row tile's 3-stage loop raced there on an H200 (runs of eight columns
+    wrong, moving from call to call: conformance 9e9cc3, bench/NOTES.md sessions 58-59), which
+    the small shapes above never showed."""
     torch.manual_seed(0)
     n = k = 4096
     codes, s = _w4a8(n, k, 32)
